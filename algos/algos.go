@@ -1,0 +1,46 @@
+package algos
+
+import (
+	"context"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Peers is what an algorithm sees of the communicator during one operation: its rank,
+// the group size, a link to every other rank, and the header to stamp on messages.
+// Peers may be a sub-group view (hierarchical algorithms): ranks are group-local.
+type Peers interface {
+	Rank() int
+	Size() int
+	// Link returns the connection to peer (0 <= peer < Size(), peer != Rank()).
+	Link(peer int) transport.Conn
+	// Header returns this operation's header with the given step tag.
+	Header(tag uint32) transport.Header
+}
+
+// Args is one collective call, in NCCL's conventions. Send and Recv are host memory;
+// in-place calls pass the same memory (or NCCL's offset aliasing for AllGather and
+// ReduceScatter), which algorithms must handle.
+type Args struct {
+	Kind  transport.Kind
+	Send  []byte // input; nil for Barrier and for ranks that send nothing
+	Recv  []byte // output
+	Count int    // elements; per rank for AllGather, ReduceScatter, Gather, Scatter, AllToAll (per peer)
+	DType transport.DType
+	Op    transport.Op
+	Root  int // root for Reduce, Broadcast, Gather, Scatter; the peer for SendRecv
+	// SendPeer and RecvPeer are the ranks for KindSendRecv (-1 = no send / no receive).
+	SendPeer, RecvPeer int
+	// ChunkBytes is the pipelining unit (0 = the algorithm's default).
+	ChunkBytes int
+}
+
+// Algorithm runs collectives over Peers. Implementations register themselves in init.
+type Algorithm interface {
+	// Name is the registry name ("ring").
+	Name() string
+	// Supports reports whether Run implements kind; the selector falls back otherwise.
+	Supports(kind transport.Kind) bool
+	// Run executes the collective; every rank of Peers calls it with matching Args.
+	Run(ctx context.Context, p Peers, a *Args) error
+}

@@ -1,0 +1,256 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+// call is one collective as the user issued it.
+type call struct {
+	kind       Kind
+	send, recv Buffer
+	count      int
+	dt         DType
+	op         Op
+	root       int
+}
+
+func (k call) fingerprint() transport.Fingerprint {
+	fp := transport.Fingerprint{Kind: k.kind, DType: k.dt, Op: k.op, Count: uint64(k.count), Root: int32(k.root)}
+	switch k.kind {
+	case KindAllReduce, KindReduce, KindReduceScatter:
+	default:
+		fp.Op = Sum // non-reducing collectives ignore op; do not let it cause a mismatch
+	}
+	switch k.kind {
+	case KindReduce, KindBroadcast, KindGather, KindScatter:
+	default:
+		fp.Root = -1
+	}
+	if k.kind == KindBarrier {
+		fp.DType, fp.Count = Uint8, 0
+	}
+	return fp
+}
+
+// opPeers is the Peers view an algorithm gets for one operation.
+type opPeers struct {
+	c   *Comm
+	hdr transport.Header
+}
+
+func (p *opPeers) Rank() int                    { return p.c.rank }
+func (p *opPeers) Size() int                    { return p.c.size }
+func (p *opPeers) Link(peer int) transport.Conn { return p.c.links[peer] }
+func (p *opPeers) Header(tag uint32) transport.Header {
+	h := p.hdr
+	h.Tag = tag
+	return h
+}
+
+// collective queues k and returns its Work.
+func (c *Comm) collective(ctx context.Context, k call) *Work {
+	return c.submit(ctx, func(ctx context.Context) error { return c.runCollective(ctx, k) })
+}
+
+func (c *Comm) runCollective(ctx context.Context, k call) error {
+	c.seq++
+	hdr := transport.Header{Seq: c.seq, Fp: k.fingerprint()}
+	err := c.doCollective(ctx, k, hdr)
+	if err == nil {
+		return nil
+	}
+	err = c.explain(err, hdr)
+	c.abortPeers(hdr, err)
+	return err
+}
+
+func (c *Comm) doCollective(ctx context.Context, k call, hdr transport.Header) error {
+	if !k.dt.Valid() {
+		return fmt.Errorf("goccl: rank %d: %s: %w: unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16)",
+			c.rank, k.kind, transport.ErrInvalid, k.dt)
+	}
+	if !k.op.Valid() {
+		return fmt.Errorf("goccl: rank %d: %s: %w: unknown op %d (valid: sum, prod, max, min, avg)", c.rank, k.kind, transport.ErrInvalid, k.op)
+	}
+	bytes := k.count * k.dt.Size()
+	alg, reason, err := c.selector.pick(k.kind, bytes, c.size, c.offload)
+	if err != nil {
+		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
+	}
+	if alg == nil { // the offloader runs it natively
+		return c.offload.Offload(ctx, &transport.Collective{Kind: k.kind, Send: k.send, Recv: k.recv,
+			Count: k.count, DType: k.dt, Op: k.op, Root: k.root, SendPeer: -1, RecvPeer: -1})
+	}
+	c.log.Debug("collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
+	send, recv, finish, err := c.hostBuffers(ctx, k.send, k.recv)
+	if err != nil {
+		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
+	}
+	a := &algos.Args{Kind: k.kind, Send: send, Recv: recv, Count: k.count, DType: k.dt, Op: k.op,
+		Root: k.root, SendPeer: -1, RecvPeer: -1, ChunkBytes: c.cfg.ChunkBytes}
+	if err := algos.Validate(a, c.rank, c.size); err != nil {
+		finish(false)
+		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
+	}
+	if err := alg.Run(ctx, &opPeers{c: c, hdr: hdr}, a); err != nil {
+		finish(false)
+		return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, alg.Name(), err)
+	}
+	return finish(true)
+}
+
+// hostBuffers returns host views of send and recv. Device buffers are staged through
+// pinned host memory: finish(true) copies the result back and frees the staging.
+func (c *Comm) hostBuffers(ctx context.Context, send, recv Buffer) (s, r []byte, finish func(ok bool) error, err error) {
+	if send.Kind() == transport.Host && recv.Kind() == transport.Host {
+		return send.Bytes(), recv.Bytes(), func(bool) error { return nil }, nil
+	}
+	st, err := transport.DeviceStager()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var frees []func()
+	stage := func(b Buffer, in bool) ([]byte, error) {
+		if b.Kind() == transport.Host {
+			return b.Bytes(), nil
+		}
+		h, free, err := st.PinnedAlloc(b.Len())
+		if err != nil {
+			return nil, err
+		}
+		frees = append(frees, free)
+		if in {
+			if err := st.ToHost(ctx, h, b); err != nil {
+				return nil, err
+			}
+		}
+		return h, nil
+	}
+	release := func() {
+		for _, f := range frees {
+			f()
+		}
+	}
+	inPlace := transport.Same(send, recv)
+	if s, err = stage(send, true); err == nil {
+		if inPlace {
+			r = s
+		} else {
+			r, err = stage(recv, true)
+		}
+	}
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	finish = func(ok bool) error {
+		defer release()
+		if ok && recv.Kind() == transport.Device {
+			return st.FromHost(ctx, recv, r)
+		}
+		return nil
+	}
+	return s, r, finish, nil
+}
+
+// Abort codes carried in the Count field of a control frame.
+const (
+	abortTag          = 0xffffffff
+	abortInvalid      = 1
+	abortMismatch     = 2
+	abortPeer         = 3
+	abortTimeout      = 4
+	abortClosed       = 5
+	abortOther        = 6
+	abortNotSupported = 7
+)
+
+var abortNames = map[uint64]string{abortInvalid: "invalid argument", abortMismatch: "collective mismatch",
+	abortPeer: "peer failure", abortTimeout: "timeout", abortClosed: "closed", abortOther: "error",
+	abortNotSupported: "not supported"}
+
+func abortCode(err error) uint64 {
+	switch {
+	case errors.Is(err, transport.ErrInvalid):
+		return abortInvalid
+	case errors.Is(err, transport.ErrMismatch):
+		return abortMismatch
+	case errors.Is(err, transport.ErrPeer):
+		return abortPeer
+	case errors.Is(err, transport.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return abortTimeout
+	case errors.Is(err, transport.ErrClosed):
+		return abortClosed
+	case errors.Is(err, transport.ErrNotSupported):
+		return abortNotSupported
+	}
+	return abortOther
+}
+
+// abortPeers tells every peer that this rank failed operation hdr, so ranks blocked on
+// it fail at once (and tell their peers in turn) instead of waiting for the timeout.
+func (c *Comm) abortPeers(hdr transport.Header, cause error) {
+	origin, code := c.rank, abortCode(cause)
+	var ra *remoteAbort
+	if errors.As(cause, &ra) {
+		origin, code = ra.origin, ra.code
+	}
+	h := transport.Header{Seq: hdr.Seq, Tag: abortTag, Fp: transport.Fingerprint{Kind: transport.KindControl,
+		Count: code, Root: int32(origin)}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for peer, l := range c.links {
+		if l == nil {
+			continue
+		}
+		var pe *transport.PeerError
+		if errors.As(cause, &pe) && pe.Peer == peer {
+			continue // that link is gone
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Send(ctx, h, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+// remoteAbort is the error of a rank whose peer failed the operation first.
+type remoteAbort struct {
+	rank, origin int
+	host         string
+	code         uint64
+	hdr          transport.Header
+}
+
+func (e *remoteAbort) Error() string {
+	return fmt.Sprintf("goccl: rank %d: %s op #%d: rank %d (host %s) failed this operation (%s); see its error",
+		e.rank, e.hdr.Fp.Kind, e.hdr.Seq, e.origin, e.host, abortNames[e.code])
+}
+
+func (e *remoteAbort) Unwrap() error {
+	if e.code == abortMismatch {
+		return transport.ErrMismatch
+	}
+	return transport.ErrPeer
+}
+
+// explain turns "a peer sent a control frame" into the failure that peer reported,
+// keeping the rank where it started so the cascade names the first failure.
+func (c *Comm) explain(err error, hdr transport.Header) error {
+	var mm *transport.MismatchError
+	if errors.As(err, &mm) && mm.Got.Fp.Kind == transport.KindControl && mm.Got.Tag == abortTag {
+		origin := int(mm.Got.Fp.Root)
+		return &remoteAbort{rank: c.rank, origin: origin, host: c.PeerHost(origin), code: mm.Got.Fp.Count, hdr: hdr}
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+// Comm is a communicator: a fixed group of ranks linked pairwise, running collectives
+// in the order they are issued (like a CUDA stream). Methods are safe for concurrent
+// use; operations from several goroutines run one at a time in issue order.
+//
+// After any collective fails (a peer died, ranks disagreed, a deadline passed) the
+// communicator is unusable, as with NCCL: every later call returns the first error.
+// Close it and create a new one.
+type Comm struct {
+	cfg       Config
+	rank      int
+	size      int
+	localRank int
+	host      string
+	id        string
+	log       *slog.Logger
+
+	store   transport.Store // scoped to this communicator
+	closers []io.Closer     // what Close releases, in order: links, endpoints, store
+
+	eps       map[string]transport.Endpoint
+	links     []transport.Conn // by rank; nil at our own rank
+	linkNames []string         // transport name per rank ("self" at our own)
+	peers     []peerRecord
+	offload   transport.Offloader // non-nil when every link goes through one offloading endpoint
+
+	selector *selector
+
+	queue     chan *Work
+	quit      chan struct{}
+	loopDone  chan struct{}
+	seq       uint64   // operations issued so far; touched only by the loop
+	sendSeq   []uint64 // point-to-point messages sent to each peer
+	recvSeq   []uint64 // and received from it
+	splitSeq  atomic.Uint64
+	cancelCur atomic.Pointer[context.CancelFunc]
+
+	mu     sync.Mutex
+	err    error // sticky failure
+	closed bool
+}
+
+// Rank is this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.size }
+
+// LocalRank is the rank's position on its host (-1 when unknown).
+func (c *Comm) LocalRank() int { return c.localRank }
+
+// Host is this rank's host identity.
+func (c *Comm) Host() string { return c.host }
+
+// ID is the communicator's id, unique within its store.
+func (c *Comm) ID() string { return c.id }
+
+// Config is the effective configuration.
+func (c *Comm) Config() Config { return c.cfg }
+
+// TransportOf names the transport of the link to peer ("self" for this rank).
+func (c *Comm) TransportOf(peer int) string {
+	if peer < 0 || peer >= c.size {
+		return ""
+	}
+	return c.linkNames[peer]
+}
+
+// PeerHost is the host identity of peer, as it announced it at Init.
+func (c *Comm) PeerHost(peer int) string {
+	if peer < 0 || peer >= c.size {
+		return ""
+	}
+	return c.peers[peer].Host
+}
+
+// PeerPid is the process id of peer.
+func (c *Comm) PeerPid(peer int) int {
+	if peer < 0 || peer >= c.size {
+		return 0
+	}
+	return c.peers[peer].Pid
+}
+
+// Err returns the error that made the communicator unusable, or nil.
+func (c *Comm) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// fail records the first fatal error.
+func (c *Comm) fail(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+	return c.err
+}
+
+// Abort makes every pending and later call fail: the running operation is cancelled and
+// every link is closed, so peers blocked on this rank see an error too.
+func (c *Comm) Abort(reason error) {
+	if reason == nil {
+		reason = errors.New("aborted")
+	}
+	c.fail(fmt.Errorf("goccl: rank %d: communicator aborted: %w: %w", c.rank, transport.ErrClosed, reason))
+	if cancel := c.cancelCur.Load(); cancel != nil {
+		(*cancel)()
+	}
+	for _, l := range c.links {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// Close waits for queued operations to finish, then releases every link, endpoint and
+// the store. Later calls return ErrClosed.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.quit)
+	<-c.loopDone
+	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
+	return c.release()
+}
+
+func (c *Comm) release() error {
+	var errs []error
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		if err := c.closers[i].Close(); err != nil && !errors.Is(err, transport.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	c.closers = nil
+	return errors.Join(errs...)
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

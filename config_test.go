@@ -1,0 +1,125 @@
+package goccl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "goccl.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("algo: tree\ntransport: [shm, tcp]\ntimeout: 30s\nchunk_bytes: 1M\nparams:\n  tcp.sockets: \"3\"\n"), 0o644))
+
+	// File only.
+	c, err := LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file}))
+	require.NoError(t, err)
+	require.Equal(t, "tree", c.Algo)
+	require.Equal(t, []string{"shm", "tcp"}, c.Transports)
+	require.Equal(t, 30*time.Second, c.Timeout)
+	require.Equal(t, 1<<20, c.ChunkBytes)
+	require.Equal(t, "3", c.Params["tcp.sockets"])
+
+	// Env beats file.
+	c, err = LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file, "GOCCL_ALGO": "allreduce:ring,broadcast:tree",
+		"GOCCL_TRANSPORT": "tcp", "GOCCL_TIMEOUT": "5", "GOCCL_SOCKETS_PER_PEER": "4"}))
+	require.NoError(t, err)
+	require.Equal(t, "allreduce:ring,broadcast:tree", c.Algo)
+	require.Equal(t, []string{"tcp"}, c.Transports)
+	require.Equal(t, 5*time.Second, c.Timeout)
+	require.Equal(t, "4", c.Params["tcp.sockets"])
+
+	// Options beat env.
+	c = c.Apply(WithAlgo("naive"), WithTransport("inmem"), WithTimeout(time.Minute))
+	require.Equal(t, "naive", c.Algo)
+	require.Equal(t, []string{"inmem"}, c.Transports)
+	require.Equal(t, time.Minute, c.Timeout)
+
+	// Defaults when nothing is set.
+	c, err = LoadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, "auto", c.Algo)
+	require.Equal(t, []string{"auto"}, c.Transports)
+	require.Equal(t, DefaultTimeout, c.Timeout)
+}
+
+func TestConfigJSONFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "goccl.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"algo": "ring", "transport": "tcp,shm", "rank": 1, "world_size": 3}`), 0o644))
+	c, err := LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file}))
+	require.NoError(t, err)
+	require.Equal(t, "ring", c.Algo)
+	require.Equal(t, []string{"tcp", "shm"}, c.Transports)
+	require.Equal(t, 1, c.Rank)
+	require.Equal(t, 3, c.WorldSize)
+}
+
+func TestConfigBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("algoo: ring\n"), 0o644))
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"unknown file key", map[string]string{"GOCCL_CONFIG": bad}, "valid keys"},
+		{"missing file", map[string]string{"GOCCL_CONFIG": filepath.Join(dir, "nope.yaml")}, "no such file"},
+		{"bad timeout", map[string]string{"GOCCL_TIMEOUT": "soon"}, "GOCCL_TIMEOUT"},
+		{"bad chunk", map[string]string{"GOCCL_CHUNK_BYTES": "lots"}, "byte count"},
+		{"bad sockets", map[string]string{"GOCCL_SOCKETS_PER_PEER": "0"}, "at least 1"},
+		{"bad params", map[string]string{"GOCCL_PARAMS": "novalue"}, "key=value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(envOf(tc.env))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestConfigStringRedactsToken(t *testing.T) {
+	c := DefaultConfig().Apply(WithAuthToken("s3cret-token"), WithRank(0, 2), WithParam("shm.single_copy", "false"))
+	s := c.String()
+	require.NotContains(t, s, "s3cret")
+	require.Contains(t, s, "auth_token=<redacted>")
+	require.Contains(t, s, "shm.single_copy=false")
+	require.Contains(t, s, "world_size=2")
+}
+
+func TestConfigTransportParamsFromEnv(t *testing.T) {
+	env := map[string]string{"GOCCL_SHM_SINGLE_COPY": "false", "GOCCL_NCCL_LIB": "/opt/nccl/libnccl.so.2"}
+	old := environ
+	environ = func() []string {
+		var out []string
+		for k, v := range env {
+			out = append(out, k+"="+v)
+		}
+		return out
+	}
+	defer func() { environ = old }()
+	c, err := LoadConfig(envOf(env))
+	require.NoError(t, err)
+	require.Equal(t, "false", c.Params["shm.single_copy"])
+	require.Equal(t, "/opt/nccl/libnccl.so.2", c.Params["nccl.lib"])
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int{"4096": 4096, "512K": 512 << 10, "4M": 4 << 20, "1G": 1 << 30, "1.5M": 3 << 19} {
+		got, err := parseBytes(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	_, err := parseBytes("-3")
+	require.Error(t, err)
+	require.True(t, strings.Contains(err.Error(), "byte count"))
+}

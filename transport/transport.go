@@ -1,0 +1,127 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Transport is a way to move bytes between ranks (tcp, shm, rdma, nccl, inmem).
+// A Transport value is stateless configuration; Open creates the per-rank state.
+type Transport interface {
+	// Name is the registry name ("tcp").
+	Name() string
+	// Open prepares this rank's endpoint (listening socket, device context ...).
+	// It returns an error wrapping ErrNotSupported when the transport cannot run here.
+	Open(ctx context.Context, local Local) (Endpoint, error)
+}
+
+// Local describes the rank that opens an endpoint.
+type Local struct {
+	CommID    string        // unique per communicator; part of every handshake
+	Rank      int           // this rank, 0 <= Rank < World
+	World     int           // number of ranks
+	Host      string        // host identity from the rendezvous (same string = same host)
+	Store     Store         // the rendezvous store, already scoped to this communicator
+	Timeout   time.Duration // bound for connection set-up
+	AuthToken []byte        // when non-empty, links authenticate with an HMAC challenge
+	Params    Params        // transport-specific settings ("tcp.sockets": "4")
+	Logger    *slog.Logger  // never nil when set by the communicator
+}
+
+// Params holds transport-specific settings by key. Keys are "<transport>.<name>".
+type Params map[string]string
+
+// Int returns the integer under key, or def when it is absent or malformed.
+func (p Params) Int(key string, def int) int {
+	if v, ok := p[key]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// Bool returns the boolean under key, or def when it is absent or malformed.
+func (p Params) Bool(key string, def bool) bool {
+	if v, ok := p[key]; ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	}
+	return def
+}
+
+// String returns the string under key, or def when it is absent.
+func (p Params) String(key, def string) string {
+	if v, ok := p[key]; ok {
+		return v
+	}
+	return def
+}
+
+// PeerInfo is what a rank learns about a peer from the rendezvous.
+type PeerInfo struct {
+	Rank   int
+	Host   string // host identity; equal strings mean the same host
+	Pid    int
+	Handle []byte // the peer endpoint's Handle for this transport
+}
+
+// Endpoint is one rank's open instance of a transport.
+type Endpoint interface {
+	// Handle is published to peers through the store (an address, a segment prefix ...).
+	Handle() []byte
+	// CanConnect returns nil when a link to peer is possible, or an error saying why not.
+	// It must give the same answer on both sides of a pair.
+	CanConnect(peer PeerInfo) error
+	// Connect establishes the link to peer. Both ranks of a pair call it; the transport
+	// decides who dials. It handshakes (communicator id, ranks, version, auth) first.
+	Connect(ctx context.Context, peer PeerInfo) (Conn, error)
+	// Close releases the endpoint; links already returned stay open until closed.
+	Close() error
+}
+
+// Conn is a reliable, ordered, full-duplex message link to one peer. One goroutine may
+// Send while another Receives; two concurrent Sends (or Recvs) are not allowed.
+type Conn interface {
+	// Peer is the rank at the other end.
+	Peer() int
+	// Send transmits one message; payload may be reused once Send returns.
+	Send(ctx context.Context, h Header, payload []byte) error
+	// Recv receives the next message into buf. Its header must equal want and its length
+	// must equal len(buf), or Recv returns a *MismatchError (and the link is unusable).
+	Recv(ctx context.Context, want Header, buf []byte) error
+	// Close tears the link down; a blocked Send or Recv on either side returns an error.
+	Close() error
+}
+
+// Streamer is an optional Conn ability: deliver a message in pieces as they arrive,
+// so the receiver can reduce a piece while the next is in flight and skip a copy.
+// fn gets pieces that cover [0, n) exactly once, in any order, never concurrently;
+// p is only valid during the call. An error from fn aborts the receive (the link is
+// then unusable) and is returned.
+type Streamer interface {
+	RecvStream(ctx context.Context, want Header, n int, fn func(off int, p []byte) error) error
+}
+
+// Describer is an optional Conn ability: a one-line description for logs
+// ("tcp 127.0.0.1:4000->127.0.0.1:4001, 4 sockets").
+type Describer interface {
+	Describe() string
+}
+
+// Store is the rendezvous key-value store ranks use to find each other.
+type Store interface {
+	// Set stores value under key, replacing any earlier value.
+	Set(ctx context.Context, key string, value []byte) error
+	// Get waits until key exists (or ctx ends) and returns its value.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Add atomically adds delta to the integer under key (0 if absent) and returns the sum.
+	Add(ctx context.Context, key string, delta int64) (int64, error)
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Close releases the client (and the server, for a store that serves itself).
+	Close() error
+}
