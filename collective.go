@@ -80,7 +80,7 @@ func (c *Comm) doCollective(ctx context.Context, k call, hdr transport.Header) e
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown op %d (valid: sum, prod, max, min, avg)", c.rank, k.kind, transport.ErrInvalid, k.op)
 	}
 	bytes := k.count * k.dt.Size()
-	alg, reason, err := c.selector.pick(k.kind, bytes, c.size, c.offload)
+	alg, reason, err := c.sel.Load().pick(k.kind, bytes, c.size, c.offload)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 	}

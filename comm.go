@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -38,7 +37,7 @@ type Comm struct {
 	peers     []peerRecord
 	offload   transport.Offloader // non-nil when every link goes through one offloading endpoint
 
-	selector *selector
+	sel atomic.Pointer[selector]
 
 	queue     chan *Work
 	quit      chan struct{}

@@ -53,6 +53,7 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 		c.log.Info("channel", "subsys", "INIT", "peer", peer, "peer_host", c.peers[peer].Host,
 			"transport", name, "skipped", strings.Join(skipped, "; "))
 	}
+	c.sel.Load().setModel(c.linkNames, c.cfg.ChunkBytes)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup

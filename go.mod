@@ -3,13 +3,28 @@ module github.com/goccl/goccl
 go 1.26.8
 
 require (
-	github.com/Mellanox/rdmamap v1.1.0 // indirect
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
-	github.com/libp2p/go-reuseport v0.4.0 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/Mellanox/rdmamap v1.1.0
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/libp2p/go-reuseport v0.4.0
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sync v0.25.0
+	golang.org/x/sys v0.50.0
+	gonum.org/v1/gonum v0.17.0
+	gonum.org/v1/plot v0.17.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	codeberg.org/go-fonts/liberation v0.5.0 // indirect
+	codeberg.org/go-latex/latex v0.2.0 // indirect
+	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	git.sr.ht/~sbinet/gg v0.7.0 // indirect
+	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/vishvananda/netlink v1.1.0 // indirect
 	github.com/vishvananda/netns v0.0.0-20191106174202-0a2b9b5464df // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
 )

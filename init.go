@@ -34,7 +34,7 @@ type peerRecord struct {
 var autoTransports = []string{"shm", "rdma", "tcp"}
 
 // initCounts numbers the communicators this process creates per store and name, so the
-// n-th Init of every rank lands on the same keys.
+// n-th Init of every rank (process or goroutine) lands on the same keys.
 var (
 	initMu     sync.Mutex
 	initCounts = map[string]int{}
@@ -58,7 +58,7 @@ func Init(ctx context.Context, cfg Config) (*Comm, error) {
 		return nil, err
 	}
 	initMu.Lock()
-	key := fmt.Sprintf("%p/%s/%s", cfg.StoreClient, cfg.Store, cfg.Name)
+	key := fmt.Sprintf("%p/%s/%s/%d", cfg.StoreClient, cfg.Store, cfg.Name, cfg.Rank)
 	n := initCounts[key]
 	initCounts[key]++
 	initMu.Unlock()
@@ -147,13 +147,13 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		cfg: cfg, rank: cfg.Rank, size: cfg.WorldSize, localRank: cfg.LocalRank, host: cfg.Host, id: id,
 		store:    rendezvous.WithPrefix(base, "goccl/"+id),
 		eps:      map[string]transport.Endpoint{},
-		selector: sel,
 		queue:    make(chan *Work, 1024),
 		quit:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 		sendSeq:  make([]uint64, cfg.WorldSize),
 		recvSeq:  make([]uint64, cfg.WorldSize),
 	}
+	c.sel.Store(sel)
 	c.log = newLogger(cfg, c.rank)
 	if err := c.wire(ctx); err != nil {
 		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("rank %d: %v", c.rank, err)))

@@ -5,22 +5,93 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algos"
+	_ "github.com/goccl/goccl/algos/naive" // the built-in algorithms register themselves
+	_ "github.com/goccl/goccl/algos/ring"
+	_ "github.com/goccl/goccl/algos/tree"
 	"github.com/goccl/goccl/transport"
 )
 
-// selector wraps the algorithm spec of a communicator.
+// offloadAlgo is the name that routes a collective to the transport's native
+// implementation (NCCL's own collectives).
+const offloadAlgo = "nccl"
+
+// offloadMarker makes "nccl" a valid algorithm name; the communicator never calls Run
+// on it, it hands the call to the transport's Offloader instead.
+type offloadMarker struct{}
+
+func (offloadMarker) Name() string                   { return offloadAlgo }
+func (offloadMarker) Supports(k transport.Kind) bool { return true }
+func (offloadMarker) Run(context.Context, algos.Peers, *algos.Args) error {
+	return fmt.Errorf("goccl: %w: algorithm nccl runs only through the nccl transport's offload", transport.ErrNotSupported)
+}
+
+func init() { algos.Register(offloadMarker{}) }
+
+// selector holds a communicator's parsed algorithm spec and cost model.
 type selector struct {
-	spec string
-	// ADAPT: filled from package algos once its selection API lands.
+	spec  *algos.Spec
+	model algos.CostModel
 }
 
 func newSelector(spec string) (*selector, error) {
-	return &selector{spec: spec}, nil
+	sp, err := algos.ParseSpec(spec)
+	if err != nil {
+		return nil, fmt.Errorf("goccl: algo %q: %w", spec, err)
+	}
+	return &selector{spec: sp, model: algos.TCPModel}, nil
 }
 
-// pick returns the algorithm for one call; nil with no error means "offload it".
+// setModel picks the cost model of the slowest transport the communicator uses.
+func (s *selector) setModel(linkNames []string, chunk int) {
+	m := algos.ShmModel
+	for _, n := range linkNames {
+		if n != "self" && n != "shm" && n != "inmem" {
+			m = algos.TCPModel
+		}
+	}
+	m.ChunkBytes = chunk
+	s.model = m
+}
+
+// pick returns the algorithm for one call and why; nil with no error means "offload it".
 func (s *selector) pick(kind Kind, bytes, world int, off transport.Offloader) (algos.Algorithm, string, error) {
-	return nil, "", fmt.Errorf("%w: algorithm selection not wired yet", transport.ErrNotSupported)
+	a, why, err := s.spec.Resolve(kind, bytes, world, s.model)
+	if err != nil {
+		return nil, "", err
+	}
+	if a.Name() != offloadAlgo {
+		return a, why, nil
+	}
+	if off == nil || !off.Offloads(kind) {
+		return nil, "", fmt.Errorf("%w: algorithm nccl needs the nccl transport on every link (and a build of NCCL "+
+			"that implements %s); choose ring, tree or naive for this communicator", transport.ErrNotSupported, kind)
+	}
+	return nil, "nccl (offload)", nil
 }
 
-var _ = context.Background
+// Algo names the algorithm this communicator would run for kind on a call of bytes
+// (counted as nccl-tests' size column), with the reason.
+func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
+	a, why, err := c.sel.Load().pick(kind, bytes, c.size, c.offload)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case a == nil:
+		return offloadAlgo, why
+	}
+	return a.Name(), why
+}
+
+// SetAlgo changes the algorithm spec; every rank must make the same change at the same
+// point in its sequence of operations.
+func (c *Comm) SetAlgo(spec string) error {
+	sel, err := newSelector(spec)
+	if err != nil {
+		return err
+	}
+	return c.submit(context.Background(), func(context.Context) error {
+		sel.model = c.sel.Load().model
+		c.sel.Store(sel)
+		return nil
+	}).Wait(context.Background())
+}

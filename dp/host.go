@@ -276,3 +276,6 @@ func store(b transport.Buffer, dt transport.DType, off int, src []float32) {
 		}
 	}
 }
+
+// HostFloat32s wraps a float32 slice as a host Buffer without copying.
+func HostFloat32s(xs []float32) transport.Buffer { return transport.HostBuffer(asBytes(xs)) }

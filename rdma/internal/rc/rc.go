@@ -76,7 +76,7 @@ var statusNames = [statusNamesBoundary]string{
 	"remote access error", "remote operation error", "transport retry counter exceeded",
 	"RNR retry counter exceeded", "local RDD violation error", "remote invalid RD request",
 	"aborted error", "invalid EE context number", "invalid EE context state", "fatal error",
-	"response timeout error", "general error", "TM error", "TM rendezvous incomplete",
+	"response timeout error", "general error", "TM error", "TM software rendezvous",
 }
 
 // String is ibv_wc_status_str's text plus the number, e.g. "transport retry counter exceeded (12)".

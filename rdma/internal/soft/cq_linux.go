@@ -37,7 +37,14 @@ func (r ring) push(c rc.Completion) error {
 	var t uint64
 	for {
 		t = r.s.load64(cqTail)
-		if t-r.s.load64(cqHead) >= r.depth {
+		h := r.s.load64(cqHead)
+		if h > t {
+			continue // others pushed and the consumer took them since we read tail
+		}
+		if t-h >= r.depth {
+			if r.s.load64(cqTail) != t {
+				continue
+			}
 			return errOverrun
 		}
 		if casU64(r.s.u64(cqTail), t, t+1) {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package algostest
+
+const raceEnabled = false

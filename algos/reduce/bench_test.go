@@ -1,0 +1,66 @@
+package reduce
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/goccl/goccl/transport"
+)
+
+var benchSizes = []int{4 << 10, 256 << 10, 4 << 20, 64 << 20}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+// BenchmarkCopy is the yardstick: Go's copy() (runtime memmove, non-temporal stores from
+// 1 MiB). Bytes/s counts the destination bytes, as BenchmarkApply does.
+func BenchmarkCopy(b *testing.B) {
+	for _, n := range benchSizes {
+		dst, src := make([]byte, n), make([]byte, n)
+		b.Run(sizeName(n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				copy(dst, src)
+			}
+		})
+	}
+}
+
+// BenchmarkApply measures dst += src for the dtypes collectives reduce most; "generic"
+// forces the portable Go path so the AVX2 gain is visible in one run.
+func BenchmarkApply(b *testing.B) {
+	type kcase struct {
+		name string
+		dt   transport.DType
+		avx  bool
+	}
+	cases := []kcase{
+		{"float32", transport.Float32, true}, {"float32-generic", transport.Float32, false},
+		{"float64", transport.Float64, true}, {"float64-generic", transport.Float64, false},
+		{"bfloat16", transport.BFloat16, true}, {"float16", transport.Float16, true},
+		{"int32", transport.Int32, true},
+	}
+	for _, c := range cases {
+		for _, n := range benchSizes {
+			dst, src := make([]byte, n), make([]byte, n)
+			b.Run(c.name+"/"+sizeName(n), func(b *testing.B) {
+				if c.avx && !useAVX2 && (c.dt == transport.Float32 || c.dt == transport.Float64) {
+					b.Skip("no AVX2 on this CPU")
+				}
+				saved := useAVX2
+				useAVX2 = useAVX2 && c.avx
+				defer func() { useAVX2 = saved }()
+				b.SetBytes(int64(n))
+				for b.Loop() {
+					if err := Apply(c.dt, transport.Sum, dst, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,116 @@
+#include "textflag.h"
+
+// func widenF16F16C(dst *float32, src *uint16, n int)
+// dst[i] = float32(src[i]) for i < n (n a multiple of 8), exact (VCVTPH2PS).
+TEXT ·widenF16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+wf16:
+	CMPQ      CX, $8
+	JB        wf16done
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       wf16
+
+wf16done:
+	VZEROUPPER
+	RET
+
+// func narrowF16F16C(dst *uint16, src *float32, n int)
+// dst[i] = float16(src[i]), round to nearest even (imm 0), for i < n (a multiple of 8).
+TEXT ·narrowF16F16C(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+nf16:
+	CMPQ      CX, $8
+	JB        nf16done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, X1
+	VMOVDQU   X1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JMP       nf16
+
+nf16done:
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX2(dst *float32, src *uint16, n int)
+// dst[i] = float32 with src[i] as its top half, for i < n (a multiple of 8).
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+wbf:
+	CMPQ      CX, $8
+	JB        wbfdone
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JMP       wbf
+
+wbfdone:
+	VZEROUPPER
+	RET
+
+// func narrowBF16AVX2(dst *uint16, src *float32, n int)
+// dst[i] = bfloat16(src[i]) for i < n (a multiple of 8): bits + 0x7fff + (bit 16), top
+// half, round to nearest even; a NaN keeps its top half with the quiet bit (0x40) set.
+// The same arithmetic as Float32ToBFloat16, eight lanes at a time.
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $1, AX
+	MOVD AX, X8
+	VPBROADCASTD X8, Y8          // 1
+	MOVL $0x7fff, AX
+	MOVD AX, X9
+	VPBROADCASTD X9, Y9          // 0x7fff
+	MOVL $0x7fffffff, AX
+	MOVD AX, X10
+	VPBROADCASTD X10, Y10        // abs mask
+	MOVL $0x7f800000, AX
+	MOVD AX, X11
+	VPBROADCASTD X11, Y11        // +Inf
+	MOVL $0x40, AX
+	MOVD AX, X12
+	VPBROADCASTD X12, Y12        // quiet bit
+
+nbf:
+	CMPQ         CX, $8
+	JB           nbfdone
+	VMOVDQU      (SI), Y0
+	VPSRLD       $16, Y0, Y1
+	VPAND        Y8, Y1, Y1
+	VPADDD       Y1, Y0, Y2
+	VPADDD       Y9, Y2, Y2
+	VPSRLD       $16, Y2, Y2      // rounded
+	VPAND        Y10, Y0, Y3
+	VPCMPGTD     Y11, Y3, Y3      // |x| > Inf: NaN
+	VPSRLD       $16, Y0, Y4
+	VPOR         Y12, Y4, Y4      // quieted NaN
+	VPBLENDVB    Y3, Y4, Y2, Y2
+	VEXTRACTI128 $1, Y2, X5
+	VPACKUSDW    X5, X2, X2
+	VMOVDQU      X2, (DI)
+	ADDQ         $32, SI
+	ADDQ         $16, DI
+	SUBQ         $8, CX
+	JMP          nbf
+
+nbfdone:
+	VZEROUPPER
+	RET

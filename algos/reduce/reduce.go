@@ -1,0 +1,167 @@
+package reduce
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Apply computes dst = dst op src element-wise. dst and src hold the same number of
+// elements of dt in native byte order; they may start at any address.
+func Apply(dt transport.DType, op transport.Op, dst, src []byte) error {
+	return Apply3(dt, op, dst, dst, src)
+}
+
+// Apply3 computes dst = a op b element-wise. dst may be the same memory as a or b (each
+// element is read before it is written); other overlaps give unspecified results. Avg
+// combines like Sum: the division happens once, in Finish.
+func Apply3(dt transport.DType, op transport.Op, dst, a, b []byte) error {
+	if err := check(dt, op, len(dst)); err != nil {
+		return err
+	}
+	if len(a) != len(dst) || len(b) != len(dst) {
+		return fmt.Errorf("reduce: %w: operands are %d, %d and %d bytes; all three must be equal",
+			transport.ErrInvalid, len(dst), len(a), len(b))
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	esz := dt.Size()
+	if !aligned(dst, esz) || !aligned(a, esz) || !aligned(b, esz) {
+		unaligned3(dt, op, dst, a, b)
+		return nil
+	}
+	apply3(dt, op, dst, a, b)
+	return nil
+}
+
+// Finish applies the post-reduction step of op to buf: for Avg it divides every element
+// by world (integers truncate toward zero, as NCCL's ncclAvg does; floats divide in their
+// own precision, float16 and bfloat16 in float32 with one rounding); other ops need none.
+func Finish(dt transport.DType, op transport.Op, buf []byte, world int) error {
+	if err := check(dt, op, len(buf)); err != nil {
+		return err
+	}
+	if op != transport.Avg || len(buf) == 0 {
+		return nil
+	}
+	if world < 1 {
+		return fmt.Errorf("reduce: %w: avg over a world of %d ranks; need at least 1", transport.ErrInvalid, world)
+	}
+	if !aligned(buf, dt.Size()) {
+		// Rare (a caller's odd offset): divide an aligned copy and put it back.
+		tmp := make([]uint64, (len(buf)+7)/8)
+		tb := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(tmp))), len(buf))
+		copy(tb, buf)
+		finish(dt, tb, world)
+		copy(buf, tb)
+		return nil
+	}
+	finish(dt, buf, world)
+	return nil
+}
+
+func finish(dt transport.DType, buf []byte, world int) {
+	switch dt {
+	case transport.Int8:
+		divideSigned(view[int8](buf), world)
+	case transport.Uint8:
+		divideUnsigned(view[uint8](buf), world)
+	case transport.Int32:
+		divideSigned(view[int32](buf), world)
+	case transport.Uint32:
+		divideUnsigned(view[uint32](buf), world)
+	case transport.Int64:
+		divideSigned(view[int64](buf), world)
+	case transport.Uint64:
+		divideUnsigned(view[uint64](buf), world)
+	case transport.Float16:
+		divideHalf(view[uint16](buf), false, world)
+	case transport.BFloat16:
+		divideHalf(view[uint16](buf), true, world)
+	case transport.Float32:
+		divideFloat(view[float32](buf), world)
+	case transport.Float64:
+		divideFloat(view[float64](buf), world)
+	}
+}
+
+func check(dt transport.DType, op transport.Op, n int) error {
+	if !dt.Valid() {
+		return fmt.Errorf("reduce: %w: unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, "+
+			"float16, float32, float64, bfloat16)", transport.ErrInvalid, uint8(dt))
+	}
+	if !op.Valid() {
+		return fmt.Errorf("reduce: %w: unknown op %d (valid: sum, prod, max, min, avg)", transport.ErrInvalid, uint8(op))
+	}
+	if n%dt.Size() != 0 {
+		return fmt.Errorf("reduce: %w: %d bytes is not a whole number of %d-byte %s elements",
+			transport.ErrInvalid, n, dt.Size(), dt)
+	}
+	return nil
+}
+
+// apply3 dispatches on dtype; all three slices are aligned to the element size.
+func apply3(dt transport.DType, op transport.Op, dst, a, b []byte) {
+	switch dt {
+	case transport.Int8:
+		kernel3(op, view[int8](dst), view[int8](a), view[int8](b))
+	case transport.Uint8:
+		kernel3(op, dst, a, b)
+	case transport.Int32:
+		kernel3(op, view[int32](dst), view[int32](a), view[int32](b))
+	case transport.Uint32:
+		kernel3(op, view[uint32](dst), view[uint32](a), view[uint32](b))
+	case transport.Int64:
+		kernel3(op, view[int64](dst), view[int64](a), view[int64](b))
+	case transport.Uint64:
+		kernel3(op, view[uint64](dst), view[uint64](a), view[uint64](b))
+	case transport.Float16:
+		halfKernel(op, false, view[uint16](dst), view[uint16](a), view[uint16](b))
+	case transport.BFloat16:
+		halfKernel(op, true, view[uint16](dst), view[uint16](a), view[uint16](b))
+	case transport.Float32:
+		d, x, y := view[float32](dst), view[float32](a), view[float32](b)
+		if !fast32(op, d, x, y) {
+			kernel3(op, d, x, y)
+		}
+	case transport.Float64:
+		d, x, y := view[float64](dst), view[float64](a), view[float64](b)
+		if !fast64(op, d, x, y) {
+			kernel3(op, d, x, y)
+		}
+	}
+}
+
+// view reinterprets b as a slice of T without copying. The caller guarantees alignment:
+// amd64 would load unaligned words fine, but Go's checkptr (on under -race) rejects a
+// misaligned conversion, so misaligned buffers take unaligned3 instead.
+func view[T any](b []byte) []T {
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
+}
+
+func aligned(b []byte, esz int) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(esz) == 0
+}
+
+// unalignedBlock is the bytes per step of the misaligned path (a multiple of every
+// element size); three such buffers live on the stack.
+const unalignedBlock = 1024
+
+// unaligned3 handles operands at addresses that are not multiples of the element size
+// by staging blocks through aligned stack buffers and running the aligned kernels.
+func unaligned3(dt transport.DType, op transport.Op, dst, a, b []byte) {
+	var bd, ba, bb [unalignedBlock / 8]uint64
+	td := unsafe.Slice((*byte)(unsafe.Pointer(&bd[0])), unalignedBlock)
+	ta := unsafe.Slice((*byte)(unsafe.Pointer(&ba[0])), unalignedBlock)
+	tb := unsafe.Slice((*byte)(unsafe.Pointer(&bb[0])), unalignedBlock)
+	for off := 0; off < len(dst); off += unalignedBlock {
+		n := min(unalignedBlock, len(dst)-off)
+		copy(ta, a[off:off+n])
+		copy(tb, b[off:off+n])
+		apply3(dt, op, td[:n], ta[:n], tb[:n])
+		copy(dst[off:off+n], td[:n])
+	}
+}

@@ -1,0 +1,120 @@
+package reduce
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// useAVX2 selects the assembly sum kernels; tests flip it to compare them with the
+// portable Go path on the same inputs.
+var useAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func addF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func addF64AVX2(dst, a, b *float64, n int)
+
+//go:noescape
+func maxF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func minF32AVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func maxF64AVX2(dst, a, b *float64, n int)
+
+//go:noescape
+func minF64AVX2(dst, a, b *float64, n int)
+
+// fast32 runs float32 Sum/Avg, Max and Min through AVX2 (8 lanes) and the tail through
+// Go; it reports false when it did nothing, so the caller runs the generic kernel. The
+// max/min kernels fix up VMAXPS's NaN and signed-zero rules to match Go's builtins
+// (see minmax_amd64.s), so both paths give identical bits. Prod stays generic.
+func fast32(op transport.Op, d, a, b []float32) bool {
+	if !useAVX2 || len(d) < 8 {
+		return false
+	}
+	n := len(d) &^ 7
+	switch op {
+	case transport.Sum, transport.Avg:
+		addF32AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Max:
+		maxF32AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Min:
+		minF32AVX2(&d[0], &a[0], &b[0], n)
+	default:
+		return false
+	}
+	kernel3(op, d[n:], a[n:len(d)], b[n:len(d)])
+	return true
+}
+
+// fast64 is fast32 for float64 (4 lanes).
+func fast64(op transport.Op, d, a, b []float64) bool {
+	if !useAVX2 || len(d) < 4 {
+		return false
+	}
+	n := len(d) &^ 3
+	switch op {
+	case transport.Sum, transport.Avg:
+		addF64AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Max:
+		maxF64AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Min:
+		minF64AVX2(&d[0], &a[0], &b[0], n)
+	default:
+		return false
+	}
+	kernel3(op, d[n:], a[n:len(d)], b[n:len(d)])
+	return true
+}
+
+// useF16C selects the VCVTPH2PS/VCVTPS2PH float16 conversions (F16C, with AVX).
+var useF16C = cpu.X86.HasF16C && cpu.X86.HasAVX
+
+//go:noescape
+func widenF16F16C(dst *float32, src *uint16, n int)
+
+//go:noescape
+func narrowF16F16C(dst *uint16, src *float32, n int)
+
+//go:noescape
+func widenBF16AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func narrowBF16AVX2(dst *uint16, src *float32, n int)
+
+// fastWiden converts the first multiple of 8 elements of src into dst with the vector
+// instructions and returns how many it did; the caller converts the rest.
+func fastWiden(bf bool, dst []float32, src []uint16) int {
+	n := len(dst) &^ 7
+	switch {
+	case n == 0:
+		return 0
+	case bf && useAVX2:
+		widenBF16AVX2(&dst[0], &src[0], n)
+	case !bf && useF16C:
+		widenF16F16C(&dst[0], &src[0], n)
+	default:
+		return 0
+	}
+	return n
+}
+
+// fastNarrow is fastWiden's inverse, rounding to nearest even.
+func fastNarrow(bf bool, dst []uint16, src []float32) int {
+	n := len(dst) &^ 7
+	switch {
+	case n == 0:
+		return 0
+	case bf && useAVX2:
+		narrowBF16AVX2(&dst[0], &src[0], n)
+	case !bf && useF16C:
+		narrowF16F16C(&dst[0], &src[0], n)
+	default:
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,92 @@
+#include "textflag.h"
+
+// func addF32AVX2(dst, a, b *float32, n int)
+// dst[i] = a[i] + b[i] for i < n; n is a multiple of 8. Unaligned loads and stores;
+// every load of a 128-byte block happens before its stores, so dst may equal a or b.
+TEXT ·addF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+loop32:
+	CMPQ CX, $32
+	JB   loop8
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VADDPS  (DX), Y0, Y0
+	VADDPS  32(DX), Y1, Y1
+	VADDPS  64(DX), Y2, Y2
+	VADDPS  96(DX), Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DX
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     loop32
+
+loop8:
+	CMPQ CX, $8
+	JB   done
+	VMOVUPS (SI), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     loop8
+
+done:
+	VZEROUPPER
+	RET
+
+// func addF64AVX2(dst, a, b *float64, n int)
+// dst[i] = a[i] + b[i] for i < n; n is a multiple of 4. Same aliasing rule as above.
+TEXT ·addF64AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+loop16:
+	CMPQ CX, $16
+	JB   loop4
+	VMOVUPD (SI), Y0
+	VMOVUPD 32(SI), Y1
+	VMOVUPD 64(SI), Y2
+	VMOVUPD 96(SI), Y3
+	VADDPD  (DX), Y0, Y0
+	VADDPD  32(DX), Y1, Y1
+	VADDPD  64(DX), Y2, Y2
+	VADDPD  96(DX), Y3, Y3
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DX
+	ADDQ    $128, DI
+	SUBQ    $16, CX
+	JMP     loop16
+
+loop4:
+	CMPQ CX, $4
+	JB   done64
+	VMOVUPD (SI), Y0
+	VADDPD  (DX), Y0, Y0
+	VMOVUPD Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $4, CX
+	JMP     loop4
+
+done64:
+	VZEROUPPER
+	RET

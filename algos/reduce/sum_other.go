@@ -1,0 +1,18 @@
+//go:build !amd64
+
+package reduce
+
+import "github.com/goccl/goccl/transport"
+
+// useAVX2 is always false off amd64; the generic kernels run.
+var useAVX2 = false
+
+func fast32(transport.Op, []float32, []float32, []float32) bool { return false }
+
+func fast64(transport.Op, []float64, []float64, []float64) bool { return false }
+
+var useF16C = false
+
+func fastWiden(bool, []float32, []uint16) int { return 0 }
+
+func fastNarrow(bool, []uint16, []float32) int { return 0 }

@@ -1,0 +1,200 @@
+package ring
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+// Name is the registry name.
+const Name = "ring"
+
+func init() { algos.Register(Algorithm{}) }
+
+// Algorithm is the ring algorithm. The zero value is ready to use.
+type Algorithm struct{}
+
+// Name returns "ring".
+func (Algorithm) Name() string { return Name }
+
+// Supports reports the collectives the ring runs natively.
+func (Algorithm) Supports(k transport.Kind) bool {
+	switch k {
+	case transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
+		transport.KindBroadcast, transport.KindReduce:
+		return true
+	}
+	return false
+}
+
+// Tag phases, one per collective shape.
+const (
+	phaseAllReduce = iota + 1
+	phaseReduceScatter
+	phaseAllGather
+	phaseBroadcast
+	phaseReduce
+)
+
+// Run executes a on this rank.
+func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
+	rank, w := p.Rank(), p.Size()
+	if err := algos.Validate(a, rank, w); err != nil {
+		return err
+	}
+	if !alg.Supports(a.Kind) {
+		return fmt.Errorf("ring: %w: %s (algos.Resolve falls back to naive)", transport.ErrNotSupported, a.Kind)
+	}
+	if w == 1 {
+		return algos.RunLocal(a)
+	}
+	pp := &pipe{p: p, a: a, next: (rank + 1) % w, prev: (rank - 1 + w) % w, cs: algos.ChunkSize(a, algos.DefaultChunkBytes)}
+	var err error
+	switch a.Kind {
+	case transport.KindAllReduce:
+		pp.phase = phaseAllReduce
+		err = allReduce(ctx, pp)
+	case transport.KindReduceScatter:
+		pp.phase = phaseReduceScatter
+		err = reduceScatter(ctx, pp)
+	case transport.KindAllGather:
+		pp.phase = phaseAllGather
+		err = allGather(ctx, pp)
+	case transport.KindBroadcast:
+		pp.phase = phaseBroadcast
+		err = broadcast(ctx, pp)
+	case transport.KindReduce:
+		pp.phase = phaseReduce
+		err = reduceChain(ctx, pp)
+	}
+	if err != nil {
+		return fmt.Errorf("ring: %s: %w", a.Kind, err)
+	}
+	return nil
+}
+
+// segment returns the byte range of segment i when count elements split into w nearly
+// equal segments (the first count%w get one element more).
+func segment(count, esz, w, i int) (lo, hi int) {
+	base, rem := count/w, count%w
+	start := i*base + min(i, rem)
+	n := base
+	if i < rem {
+		n++
+	}
+	return start * esz, (start + n) * esz
+}
+
+func mod(x, w int) int { return ((x % w) + w) % w }
+
+// allReduce: reduce-scatter steps s = 0..W-2 send segment r-s and reduce segment r-s-1
+// (from Send into Recv, so no copy is needed out-of-place); after them segment r+1 is
+// complete and finished. All-gather steps s = 0..W-2 then send segment r+1-s and store
+// segment r-s. A step's send is the segment the previous step received: the token.
+func allReduce(ctx context.Context, pp *pipe) error {
+	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
+	esz := a.DType.Size()
+	seg := func(i int) (lo, hi int) { return segment(a.Count, esz, w, mod(i, w)) }
+	var sends, recvs []xfer
+	for s := 0; s < w-1; s++ {
+		lo, hi := seg(r - s)
+		src := a.Recv[lo:hi]
+		if s == 0 {
+			src = a.Send[lo:hi]
+		}
+		sends = append(sends, xfer{buf: src, wait: s > 0})
+		lo, hi = seg(r - s - 1)
+		recvs = append(recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true})
+	}
+	for s := 0; s < w-1; s++ {
+		lo, hi := seg(r + 1 - s)
+		sends = append(sends, xfer{buf: a.Recv[lo:hi], wait: true})
+		lo, hi = seg(r - s)
+		recvs = append(recvs, xfer{buf: a.Recv[lo:hi], signal: s < w-2})
+	}
+	return pp.run(ctx, sends, recvs)
+}
+
+// reduceScatter: block b of Send belongs to rank b. Step s sends block r-s-1 and
+// reduces block r-s-2, so the last step (s = W-2) lands rank r's own block, straight
+// into Recv. Partial sums in between alternate between two scratch blocks; the receiver
+// reuses one only after the sender has sent what it held (the reverse token).
+func reduceScatter(ctx context.Context, pp *pipe) error {
+	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
+	n := len(a.Recv)
+	blk := func(b int) []byte { b = mod(b, w); return a.Send[b*n : (b+1)*n] }
+	var scratch [2][]byte
+	for i := range min(2, w-2) {
+		scratch[i] = algos.GetScratch(n)
+		defer algos.PutScratch(scratch[i])
+	}
+	var sends, recvs []xfer
+	for s := 0; s < w-1; s++ {
+		last := s == w-2
+		dst := a.Recv
+		if !last {
+			dst = scratch[s%2]
+		}
+		recvs = append(recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2})
+		src := blk(r - 1)
+		if s > 0 {
+			src = scratch[(s-1)%2]
+		}
+		// Signal after step s's sends when the receiver's step s+1 waits to reuse them.
+		sends = append(sends, xfer{buf: src, wait: s > 0, signal: s+1 <= w-2 && s+1 >= 2})
+	}
+	return pp.run(ctx, sends, recvs)
+}
+
+// allGather: step s sends block r-s (its own block first, straight from Send) and stores
+// block r-s-1; the own block is copied into Recv alongside.
+func allGather(ctx context.Context, pp *pipe) error {
+	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
+	n := len(a.Send)
+	blk := func(b int) []byte { b = mod(b, w); return a.Recv[b*n : (b+1)*n] }
+	algos.CopyDistinct(blk(r), a.Send)
+	var sends, recvs []xfer
+	for s := 0; s < w-1; s++ {
+		src := blk(r - s)
+		if s == 0 {
+			src = a.Send
+		}
+		sends = append(sends, xfer{buf: src, wait: s > 0})
+		recvs = append(recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
+	}
+	return pp.run(ctx, sends, recvs)
+}
+
+// broadcast is a chain from the root around the ring: each rank stores what it receives
+// and forwards it chunk by chunk, the last rank only stores.
+func broadcast(ctx context.Context, pp *pipe) error {
+	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
+	pos := mod(r-a.Root, w)
+	switch {
+	case pos == 0:
+		algos.CopyDistinct(a.Recv, a.Send)
+		return pp.run(ctx, []xfer{{buf: a.Send}}, nil)
+	case pos == w-1:
+		return pp.run(ctx, nil, []xfer{{buf: a.Recv}})
+	}
+	return pp.run(ctx, []xfer{{buf: a.Recv, wait: true}}, []xfer{{buf: a.Recv, signal: true}})
+}
+
+// reduceChain is a chain that ends at the root: the rank after the root starts by
+// sending its input, each next rank adds its own and forwards (through scratch, since
+// Recv is only valid at the root), and the root adds its input last, into Recv.
+func reduceChain(ctx context.Context, pp *pipe) error {
+	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
+	pos := mod(r-a.Root-1, w)
+	switch {
+	case pos == 0:
+		return pp.run(ctx, []xfer{{buf: a.Send}}, nil)
+	case pos == w-1:
+		return pp.run(ctx, nil, []xfer{{buf: a.Recv, a: a.Send, finish: true}})
+	}
+	acc := algos.GetScratch(len(a.Send))
+	defer algos.PutScratch(acc)
+	return pp.run(ctx, []xfer{{buf: acc, wait: true}}, []xfer{{buf: acc, a: a.Send, signal: true}})
+}

@@ -1,0 +1,156 @@
+package tree
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/internal/shape"
+	"github.com/goccl/goccl/algos/reduce"
+)
+
+// step is one message of the double-tree AllReduce on one link direction.
+type step struct {
+	slot  int  // position in the link's schedule (see schedule)
+	tree  int  // 0 or 1
+	up    bool // towards the tree's root
+	chunk int
+	child int // index of the child in the tree (receiving up, sending down)
+}
+
+// schedule orders a link direction's messages by (slot, tree), where chunk i's upward
+// message has slot 2i and its downward message slot 2(i+lag)+1. Both ends of a link
+// compute the same order. It is deadlock-free: every message waits only for messages
+// of smaller slot, or of the same slot and tree nearer the leaves (up) or the root
+// (down), so the smallest unfinished message can always go. The lag lets chunk i's
+// downward message come after chunk i+lag's upward one, about the time the reduction
+// takes to climb and descend the tree, so upward chunks keep flowing on links that also
+// carry the other tree's downward traffic.
+func schedule(steps []step) {
+	slices.SortFunc(steps, func(x, y step) int {
+		return cmp.Or(cmp.Compare(x.slot, y.slot), cmp.Compare(x.tree, y.tree))
+	})
+}
+
+// allReduce runs the double binary tree: half t of the buffer goes up and down tree t.
+// An interior rank accumulates its children's chunks into Recv (after its own Send),
+// forwards the sum up, and later overwrites Recv with the final chunk coming down; the
+// root finishes (Avg) each chunk and turns it around.
+func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
+	rank, w := p.Rank(), p.Size()
+	esz := a.DType.Size()
+	nodes := shape.DoubleTree(w, rank)
+	half := [2][2]int{{0, (a.Count + 1) / 2 * esz}, {(a.Count + 1) / 2 * esz, a.Count * esz}}
+	lag := 2*bits.Len(uint(w)) + 1
+
+	sends, recvs := map[int][]step{}, map[int][]step{}
+	var nchunks [2]int
+	for t := range 2 {
+		nd := nodes[t]
+		nchunks[t] = algos.NumChunks(half[t][1]-half[t][0], cs)
+		for i := range nchunks[t] {
+			up, down := 2*i, 2*(i+lag)+1
+			if nd.Parent >= 0 {
+				sends[nd.Parent] = append(sends[nd.Parent], step{slot: up, tree: t, up: true, chunk: i})
+				recvs[nd.Parent] = append(recvs[nd.Parent], step{slot: down, tree: t, chunk: i})
+			}
+			for ci, c := range nd.Children {
+				recvs[c] = append(recvs[c], step{slot: up, tree: t, up: true, chunk: i, child: ci})
+				sends[c] = append(sends[c], step{slot: down, tree: t, chunk: i, child: ci})
+			}
+		}
+	}
+	// Per tree: childDone[t][ci] counts chunks with child ci reduced in; sentUp[t] chunks
+	// sent to the parent; down[t] chunks whose final value is in Recv.
+	var childDone [2][]algos.Progress
+	var sentUp, down [2]algos.Progress
+	for t := range 2 {
+		childDone[t] = make([]algos.Progress, len(nodes[t].Children))
+	}
+	rng := func(s step) (int, int) {
+		lo, hi := algos.Chunk(half[s.tree][1]-half[s.tree][0], cs, s.chunk)
+		return half[s.tree][0] + lo, half[s.tree][0] + hi
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	for peer, list := range recvs {
+		schedule(list)
+		g.Go(func() error {
+			for k, s := range list {
+				lo, hi := rng(s)
+				nd := nodes[s.tree]
+				if !s.up {
+					// Recv held what we sent up; overwrite it only once that send is done.
+					if err := sentUp[s.tree].Wait(ctx, s.chunk+1); err != nil {
+						return err
+					}
+					if err := algos.Recv(ctx, p, peer, tag(phaseAllReduce, k), a.Recv[lo:hi]); err != nil {
+						return fmt.Errorf("tree %d down, chunk %d: %w", s.tree, s.chunk, err)
+					}
+					down[s.tree].Advance()
+					continue
+				}
+				src := a.Send[lo:hi]
+				if s.child > 0 {
+					if err := childDone[s.tree][s.child-1].Wait(ctx, s.chunk+1); err != nil {
+						return err
+					}
+					src = a.Recv[lo:hi]
+				}
+				if err := algos.RecvReduce(ctx, p, peer, tag(phaseAllReduce, k), a.DType, a.Op, a.Recv[lo:hi], src); err != nil {
+					return fmt.Errorf("tree %d up, chunk %d: %w", s.tree, s.chunk, err)
+				}
+				last := s.child == len(nd.Children)-1
+				if last && nd.Parent < 0 {
+					if err := reduce.Finish(a.DType, a.Op, a.Recv[lo:hi], w); err != nil {
+						return err
+					}
+				}
+				childDone[s.tree][s.child].Advance()
+				if last && nd.Parent < 0 {
+					down[s.tree].Advance()
+				}
+			}
+			return nil
+		})
+	}
+	for peer, list := range sends {
+		schedule(list)
+		g.Go(func() error {
+			for k, s := range list {
+				lo, hi := rng(s)
+				nd := nodes[s.tree]
+				src := a.Recv[lo:hi]
+				switch {
+				case !s.up:
+					if err := down[s.tree].Wait(ctx, s.chunk+1); err != nil {
+						return err
+					}
+				case len(nd.Children) > 0:
+					if err := childDone[s.tree][len(nd.Children)-1].Wait(ctx, s.chunk+1); err != nil {
+						return err
+					}
+				default:
+					src = a.Send[lo:hi] // a leaf sends its input as is
+				}
+				if err := algos.Send(ctx, p, peer, tag(phaseAllReduce, k), src); err != nil {
+					dir := "down"
+					if s.up {
+						dir = "up"
+					}
+					return fmt.Errorf("tree %d %s, chunk %d: %w", s.tree, dir, s.chunk, err)
+				}
+				if s.up {
+					sentUp[s.tree].Advance()
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}

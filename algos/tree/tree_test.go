@@ -1,0 +1,17 @@
+package tree_test
+
+import (
+	"testing"
+
+	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/algos/tree"
+)
+
+func TestMatrix(t *testing.T) {
+	algostest.Matrix(t, tree.Algorithm{}, algostest.Options{Large: true})
+}
+
+func TestFailures(t *testing.T) {
+	a := tree.Algorithm{}
+	algostest.CheckFailures(t, a.Name(), a.Run, a.Supports)
+}

@@ -1,0 +1,112 @@
+package algos_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+func TestValidateRejects(t *testing.T) {
+	buf := make([]byte, 256)
+	f32 := transport.Float32
+	tests := []struct {
+		name        string
+		a           algos.Args
+		rank, world int
+		want        string
+	}{
+		{"allgather recv short", algos.Args{Kind: transport.KindAllGather, Send: buf[:12], Recv: buf[100:140], Count: 3, DType: f32},
+			0, 4, "allgather: recv buffer is 40 bytes, need 48 (count 3 x 4 ranks x 4-byte float32)"},
+		{"allreduce send short", algos.Args{Kind: transport.KindAllReduce, Send: buf[:7], Recv: buf[8:16], Count: 2, DType: f32},
+			1, 2, "allreduce: send buffer is 7 bytes, need 8 (count 2 x 4-byte float32)"},
+		{"reducescatter send short", algos.Args{Kind: transport.KindReduceScatter, Send: buf[:20], Recv: buf[100:104], Count: 1, DType: transport.Float64},
+			0, 3, "send buffer is 20 bytes, need 24 (count 1 x 3 ranks x 8-byte float64)"},
+		{"root too big", algos.Args{Kind: transport.KindBroadcast, Recv: buf[:4], Count: 1, DType: f32, Root: 5},
+			0, 4, "root 5 out of range; valid 0..3 (world of 4 ranks)"},
+		{"root negative", algos.Args{Kind: transport.KindGather, Send: buf[:4], Count: 1, DType: f32, Root: -1},
+			0, 4, "root -1 out of range"},
+		{"dtype", algos.Args{Kind: transport.KindAllReduce, Send: buf, Recv: buf, Count: 1, DType: 77},
+			0, 2, "unknown dtype 77 (valid: int8"},
+		{"op", algos.Args{Kind: transport.KindReduce, Send: buf, Recv: buf, Count: 1, DType: f32, Op: 9},
+			0, 2, "unknown op 9 (valid: sum, prod, max, min, avg)"},
+		{"kind", algos.Args{Kind: transport.KindControl}, 0, 2, "control is not a collective"},
+		{"count", algos.Args{Kind: transport.KindAllReduce, Count: -1, DType: f32}, 0, 2, "count -1 is negative"},
+		{"overflow", algos.Args{Kind: transport.KindAllGather, Count: 1 << 61, DType: transport.Float64}, 0, 2, "overflows"},
+		{"chunk", algos.Args{Kind: transport.KindAllReduce, DType: f32, ChunkBytes: -5}, 0, 2, "chunk size -5 bytes is negative"},
+		{"rank", algos.Args{Kind: transport.KindBarrier}, 4, 4, "rank 4 outside the world of 4 ranks (valid 0..3)"},
+		{"world", algos.Args{Kind: transport.KindBarrier}, 0, 0, "world of 0 ranks"},
+		{"partial overlap", algos.Args{Kind: transport.KindAllReduce, Send: buf[0:16], Recv: buf[4:20], Count: 4, DType: f32},
+			0, 2, "send and recv overlap at offset -4; send and recv must be the same memory or disjoint"},
+		{"allgather wrong alias", algos.Args{Kind: transport.KindAllGather, Send: buf[0:4], Recv: buf[0:16], Count: 1, DType: f32},
+			2, 4, "in-place needs send = recv[8:] (rank 2's block)"},
+		{"reducescatter wrong alias", algos.Args{Kind: transport.KindReduceScatter, Send: buf[0:16], Recv: buf[0:4], Count: 1, DType: f32},
+			1, 4, "in-place needs recv = send[4:] (rank 1's block)"},
+		{"sendrecv peer", algos.Args{Kind: transport.KindSendRecv, Send: buf[:4], Recv: buf[4:8], Count: 1, DType: f32, SendPeer: 3, RecvPeer: -1},
+			0, 3, "send peer 3 out of range; valid -1 (none) or 0..2"},
+		{"sendrecv self", algos.Args{Kind: transport.KindSendRecv, Send: buf[:4], Recv: buf[4:8], Count: 1, DType: f32, SendPeer: 1, RecvPeer: 0},
+			1, 3, "rank 1 sends to rank 1 but receives from rank 0"},
+		{"sendrecv overlap", algos.Args{Kind: transport.KindSendRecv, Send: buf[:8], Recv: buf[:8], Count: 2, DType: f32, SendPeer: 1, RecvPeer: 1},
+			0, 2, "must be disjoint unless the rank sends to itself"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.a
+			err := algos.Validate(&a, tt.rank, tt.world)
+			require.ErrorIs(t, err, transport.ErrInvalid)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+	require.ErrorIs(t, algos.Validate(nil, 0, 1), transport.ErrInvalid)
+}
+
+func TestValidateAcceptsAndTrims(t *testing.T) {
+	buf := make([]byte, 256)
+	f32 := transport.Float32
+	tests := []struct {
+		name             string
+		a                algos.Args
+		rank, world      int
+		sendLen, recvLen int // after Validate; -1 = nil
+	}{
+		{"allreduce in-place, long buffers", algos.Args{Kind: transport.KindAllReduce, Send: buf, Recv: buf, Count: 3, DType: f32}, 0, 2, 12, 12},
+		{"allgather in-place alias", algos.Args{Kind: transport.KindAllGather, Send: buf[8:], Recv: buf[:16], Count: 1, DType: f32}, 2, 4, 4, 16},
+		{"reducescatter in-place alias", algos.Args{Kind: transport.KindReduceScatter, Send: buf[:24], Recv: buf[8:], Count: 2, DType: f32}, 1, 3, 24, 8},
+		{"reducescatter rank 0 in-place", algos.Args{Kind: transport.KindReduceScatter, Send: buf[:24], Recv: buf, Count: 2, DType: f32}, 0, 3, 24, 8},
+		{"reduce non-root drops recv", algos.Args{Kind: transport.KindReduce, Send: buf[:4], Recv: buf[:1], Count: 1, DType: f32, Root: 1}, 0, 2, 4, -1},
+		{"broadcast non-root drops send", algos.Args{Kind: transport.KindBroadcast, Send: buf[:1], Recv: buf[:4], Count: 1, DType: f32}, 1, 2, -1, 4},
+		{"gather root alias", algos.Args{Kind: transport.KindGather, Send: buf[4:8], Recv: buf[:12], Count: 1, DType: f32, Root: 1}, 1, 3, 4, 12},
+		{"scatter root alias", algos.Args{Kind: transport.KindScatter, Send: buf[:12], Recv: buf[8:], Count: 1, DType: f32, Root: 2}, 2, 3, 12, 4},
+		{"scatter non-root", algos.Args{Kind: transport.KindScatter, Recv: buf[:4], Count: 1, DType: f32}, 1, 3, -1, 4},
+		{"sendrecv recv only", algos.Args{Kind: transport.KindSendRecv, Recv: buf[:4], Count: 1, DType: f32, SendPeer: -1, RecvPeer: 0}, 1, 2, -1, 4},
+		{"sendrecv self in-place", algos.Args{Kind: transport.KindSendRecv, Send: buf[:4], Recv: buf[:4], Count: 1, DType: f32, SendPeer: 1, RecvPeer: 1}, 1, 2, 4, 4},
+		{"barrier ignores the rest", algos.Args{Kind: transport.KindBarrier, DType: 99, Count: -3}, 0, 2, -1, -1},
+		{"count 0 nil buffers", algos.Args{Kind: transport.KindAllToAll, DType: f32}, 0, 5, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.a
+			require.NoError(t, algos.Validate(&a, tt.rank, tt.world))
+			check := func(b []byte, want int, what string) {
+				if want < 0 {
+					require.Nil(t, b, what)
+				} else {
+					require.Len(t, b, want, what)
+				}
+			}
+			check(a.Send, tt.sendLen, "send")
+			check(a.Recv, tt.recvLen, "recv")
+			require.NoError(t, algos.Validate(&a, tt.rank, tt.world), "Validate is idempotent")
+		})
+	}
+}
+
+func TestBytes(t *testing.T) {
+	require.Equal(t, 12, algos.Bytes(transport.KindAllReduce, 3, transport.Float32, 4))
+	require.Equal(t, 48, algos.Bytes(transport.KindAllGather, 3, transport.Float32, 4))
+	require.Equal(t, 48, algos.Bytes(transport.KindReduceScatter, 3, transport.Float32, 4))
+	require.Equal(t, 6, algos.Bytes(transport.KindSendRecv, 3, transport.BFloat16, 4))
+	require.Equal(t, 0, algos.Bytes(transport.KindBarrier, 3, transport.Float32, 4))
+}

@@ -1,0 +1,115 @@
+package dp_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/dp"
+	"github.com/goccl/goccl/dp/dptest"
+	"github.com/goccl/goccl/dp/mlp"
+)
+
+// ranks returns world goroutine-rank communicators (goccl.InitLocal: the in-process
+// transport), closed when the test ends.
+func ranks(t *testing.T, world int) []dp.Collectives {
+	t.Helper()
+	if useFake {
+		return dptest.Fake(world)
+	}
+	comms, err := goccl.InitLocal(testCtx(t), world, goccl.WithTimeout(30*time.Second))
+	require.NoError(t, err)
+	out := make([]dp.Collectives, world)
+	for r, c := range comms {
+		t.Cleanup(func() { c.Close() })
+		out[r] = dp.Comm(c)
+	}
+	return out
+}
+
+// useFake: TEMPORARY while goccl.InitLocal is being finished (it hangs for world > 1
+// at the moment): run on dptest.Fake instead.
+const useFake = false
+
+// parallel runs fn on every rank and returns the errors by rank.
+func parallel(world int, fn func(r int) error) []error {
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(r)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run is one training configuration.
+type run struct {
+	world, batch, accum, steps, stage int
+	dims                              []int
+	precision, compress               string
+	bucket                            int // first and later bucket cap in bytes (0: defaults)
+}
+
+// train runs cfg and returns, per step, every rank's parameter snapshot and the losses.
+func train(t *testing.T, cfg run) (snaps [][][][]float32, losses [][]float64, mems []dp.Memory) {
+	t.Helper()
+	ctx := testCtx(t)
+	comms := ranks(t, cfg.world)
+	data, err := mlp.NewSynthetic(cfg.dims[0], cfg.dims[len(cfg.dims)-1], 7)
+	require.NoError(t, err)
+	snaps = make([][][][]float32, cfg.steps) // step, rank, param, values
+	losses = make([][]float64, cfg.steps)
+	for s := range snaps {
+		snaps[s] = make([][][]float32, cfg.world)
+		losses[s] = make([]float64, cfg.world)
+	}
+	mems = make([]dp.Memory, cfg.world)
+	errs := parallel(cfg.world, func(r int) error {
+		model, err := mlp.New(cfg.dims)
+		if err != nil {
+			return err
+		}
+		hp := dp.DefaultAdamW()
+		hp.LR = 1e-2
+		eng, err := dp.NewOn(ctx, comms[r], model.Specs(42), dp.Options{Stage: cfg.stage, Precision: cfg.precision,
+			AccumSteps: cfg.accum, Compress: cfg.compress, FirstBucketBytes: cfg.bucket, BucketBytes: cfg.bucket, AdamW: &hp})
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		tr, err := mlp.NewTrainer(eng, model, data, cfg.batch)
+		if err != nil {
+			return err
+		}
+		for s := range cfg.steps {
+			st, err := tr.Step(ctx, s, true)
+			if err != nil {
+				return err
+			}
+			losses[s][r] = st.Loss
+			if snaps[s][r], err = eng.Snapshot(ctx); err != nil {
+				return err
+			}
+		}
+		mems[r] = eng.Memory()
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	return snaps, losses, mems
+}

@@ -1,0 +1,461 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/transport"
+)
+
+// testFault is the in-process form of the FaultEnv hook, for tests.
+var testFault bool
+
+// errTestTimeout marks a test that ran past -T.
+var errTestTimeout = errors.New("test timeout")
+
+// bench is one rank's state for one report: the buffers (allocated once for the
+// largest size, like nccl-tests), the seed counter every rank advances in step, and
+// the running totals for the footer.
+type bench struct {
+	comm     *goccl.Comm
+	o        *Options
+	n, rank  int
+	sizes    []int64
+	roots    []int
+	rep      *Report // rank 0 only
+	sendBuf  transport.Buffer
+	recvBuf  transport.Buffer
+	device   bool
+	frees    []func()
+	seed     uint64
+	errors   int // test points where this rank saw wrong data
+	bwSum    float64
+	bwCount  int
+	points   []Point
+	collect  bool // gather plot points (first dtype/op/root only)
+	fault    bool
+	faultAt  int // the rank that corrupts its result under the fault hook
+	stageBuf []byte
+}
+
+func newBench(ctx context.Context, comm *goccl.Comm, o *Options) (*bench, error) {
+	b := &bench{comm: comm, o: o, n: comm.Size(), rank: comm.Rank(), device: o.Device == "cuda",
+		fault: os.Getenv(FaultEnv) == "corrupt" || testFault}
+	var err error
+	if b.sizes, err = Sweep(o.MinBytes, o.MaxBytes, o.StepBytes, o.StepFactor); err != nil {
+		return nil, err
+	}
+	b.roots = []int{-1}
+	if o.Coll.Rooted {
+		switch {
+		case o.Root == -1:
+			b.roots = b.roots[:0]
+			for r := range b.n {
+				b.roots = append(b.roots, r)
+			}
+		case o.Root >= b.n:
+			return nil, fmt.Errorf("perf: %w: -r %d is not a rank of this %d-rank run (valid: 0..%d, or -1 for every root)", transport.ErrInvalid, o.Root, b.n, b.n-1)
+		default:
+			b.roots = []int{o.Root}
+		}
+	}
+	capBytes := int(o.MaxBytes) + 8*o.Unalign
+	alloc := func() (transport.Buffer, error) {
+		if !b.device {
+			return goccl.Host(make([]byte, capBytes)), nil
+		}
+		local := max(comm.LocalRank(), 0)
+		buf, free, err := CUDAHooks.Alloc(local, capBytes)
+		if err != nil {
+			return transport.Buffer{}, fmt.Errorf("perf: allocating %d bytes of device memory: %w", capBytes, err)
+		}
+		b.frees = append(b.frees, free)
+		return buf, nil
+	}
+	if b.sendBuf, err = alloc(); err != nil {
+		return nil, err
+	}
+	if b.recvBuf, err = alloc(); err != nil {
+		b.free()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) free() {
+	for _, f := range b.frees {
+		f()
+	}
+	b.frees = nil
+}
+
+// runAll is nccl-tests' run loop: every dtype, op and root, each a full size sweep.
+func (b *bench) runAll(ctx context.Context) error {
+	ops := b.o.Ops
+	if !b.o.Coll.Reduces {
+		ops = ops[:1]
+	}
+	b.collect = true
+	for _, dt := range b.o.DTypes {
+		for _, op := range ops {
+			for _, root := range b.roots {
+				tctx, cancel := ctx, context.CancelFunc(func() {})
+				if b.o.Timeout > 0 {
+					tctx, cancel = context.WithTimeout(ctx, b.o.Timeout)
+				}
+				err := b.timeTest(tctx, dt, op, root)
+				timedOut := tctx.Err() != nil && ctx.Err() == nil
+				cancel()
+				if err != nil {
+					if timedOut {
+						b.comm.Abort(err)
+						return fmt.Errorf("%w after %v: %w", errTestTimeout, b.o.Timeout, err)
+					}
+					return err
+				}
+				b.collect = false
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.Op, root int) error {
+	c, o, es := b.o.Coll, b.o, dt.Size()
+	if err := b.comm.Barrier(ctx); err != nil {
+		return fmt.Errorf("perf: barrier: %w", err)
+	}
+	for _, size := range WarmupSizes(o.MinBytes, o.MaxBytes) {
+		k := c.CountsFor(size, es, b.n)
+		var ws []*goccl.Work
+		for it := range o.Warmup {
+			s, r := b.buffers(k, dt, false, it)
+			ws = append(ws, b.issue(ctx, s, r, k, dt, op, root))
+		}
+		if err := waitAll(ctx, ws); err != nil {
+			return b.describe(err, "warm-up", size, dt, op, root)
+		}
+	}
+	opName := "none"
+	if c.Reduces {
+		opName = op.String()
+	}
+	for cycle := 0; o.RunCycles == 0 || cycle < o.RunCycles; cycle++ {
+		for _, size := range b.sizes {
+			k := c.CountsFor(size, es, b.n)
+			if b.rep != nil {
+				b.rep.RowStart(k.Bytes(es), k.Param, TypeName(dt), opName, root)
+			}
+			for _, inPlace := range []bool{false, true} {
+				h, err := b.benchTime(ctx, k, dt, op, root, inPlace)
+				if err != nil {
+					if b.rep != nil {
+						b.rep.printf("\n")
+					}
+					return b.describe(err, map[bool]string{false: "out-of-place", true: "in-place"}[inPlace], size, dt, op, root)
+				}
+				if b.rep != nil {
+					b.rep.RowHalf(h, !inPlace)
+				}
+				if !inPlace && b.collect && cycle == 0 {
+					b.points = append(b.points, Point{Bytes: k.Bytes(es), TimeUs: h.TimeUs, BusBW: h.BusBW, AlgBW: h.AlgBW})
+				}
+				b.bwSum += h.BusBW
+				b.bwCount++
+			}
+			if b.rep != nil {
+				b.rep.RowEnd()
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if o.Verbose && b.rep != nil {
+		if cs, ok := any(b.comm).(interface{ Counters() map[string]int64 }); ok {
+			m := cs.Counters()
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				b.rep.printf("# counter rank 0 %s %d\n", k, m[k])
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bench) describe(err error, what string, size int64, dt transport.DType, op transport.Op, root int) error {
+	return fmt.Errorf("perf: %s %s %d B %s %s root %d: %w", b.o.Coll.Name, what, size, TypeName(dt), op, root, err)
+}
+
+// buffers returns the send and receive buffers of one call: shifted by iteration
+// (nccl-tests moves the pointers to defeat caches), misaligned by -u, and for the
+// in-place form carved out of the receive buffer at NCCL's offsets.
+func (b *bench) buffers(k Counts, dt transport.DType, inPlace bool, iter int) (send, recv transport.Buffer) {
+	es := int64(dt.Size())
+	total := max(k.Send, k.Recv) * es
+	steps := int64(1)
+	if total > 0 {
+		steps = max(1, b.o.MaxBytes/total)
+	}
+	off := int64(b.o.Unalign)*es + total*(int64(iter)%steps)
+	sb, rb := k.Send*es, k.Recv*es
+	slice := func(buf transport.Buffer, at, n int64) transport.Buffer {
+		s, err := buf.Slice(int(at), int(n))
+		if err != nil { // cannot happen: capBytes covers the largest size
+			panic(err)
+		}
+		return s
+	}
+	if !inPlace {
+		return slice(b.sendBuf, off, sb), slice(b.recvBuf, off, rb)
+	}
+	r := int64(b.rank)
+	return slice(b.recvBuf, off+r*k.SendInplace*es, sb), slice(b.recvBuf, off+r*k.RecvInplace*es, rb)
+}
+
+// issue queues the collective (all calls are asynchronous, like a CUDA launch).
+func (b *bench) issue(ctx context.Context, s, r transport.Buffer, k Counts, dt transport.DType, op transport.Op, root int) *goccl.Work {
+	c, n := b.comm, int(k.Param)
+	switch b.o.Coll.Kind {
+	case transport.KindAllReduce:
+		return c.AllReduceAsync(ctx, s, r, n, dt, op)
+	case transport.KindReduce:
+		return c.ReduceAsync(ctx, s, r, n, dt, op, root)
+	case transport.KindBroadcast:
+		return c.BroadcastAsync(ctx, s, r, n, dt, root)
+	case transport.KindAllGather:
+		return c.AllGatherAsync(ctx, s, r, n, dt)
+	case transport.KindReduceScatter:
+		return c.ReduceScatterAsync(ctx, s, r, n, dt, op)
+	case transport.KindGather:
+		return c.GatherAsync(ctx, s, r, n, dt, root)
+	case transport.KindScatter:
+		return c.ScatterAsync(ctx, s, r, n, dt, root)
+	case transport.KindAllToAll:
+		return c.AllToAllAsync(ctx, s, r, n, dt)
+	}
+	// sendrecv: each rank sends to the next and receives from the previous.
+	return c.SendRecvAsync(ctx, s, (b.rank+1)%b.n, r, (b.rank-1+b.n)%b.n, n, dt)
+}
+
+func waitAll(ctx context.Context, ws []*goccl.Work) error {
+	var first error
+	for _, w := range ws {
+		if err := w.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// benchTime times one half of a row and checks its data (nccl-tests' BenchTime).
+func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op transport.Op, root int, inPlace bool) (Half, error) {
+	o := b.o
+	s, r := b.buffers(k, dt, inPlace, 0)
+	if err := b.issue(ctx, s, r, k, dt, op, root).Wait(ctx); err != nil {
+		return Half{}, err
+	}
+	if err := b.comm.Barrier(ctx); err != nil {
+		return Half{}, err
+	}
+	var pending []*goccl.Work
+	var iterTimes []float64
+	var excluded time.Duration
+	start := time.Now()
+	for it := range o.Iters {
+		t0 := time.Now()
+		for range o.AggIters {
+			s, r := b.buffers(k, dt, inPlace, it)
+			w := b.issue(ctx, s, r, k, dt, op, root)
+			switch o.Blocking {
+			case 1, 2:
+				if err := w.Wait(ctx); err != nil {
+					return Half{}, err
+				}
+				if o.Blocking == 1 {
+					if err := b.comm.Barrier(ctx); err != nil {
+						return Half{}, err
+					}
+				}
+			default:
+				pending = append(pending, w)
+			}
+		}
+		if o.Blocking == 3 || o.PerIter {
+			if err := waitAll(ctx, pending); err != nil {
+				return Half{}, err
+			}
+			pending = pending[:0]
+		}
+		if o.PerIter {
+			iterTimes = append(iterTimes, time.Since(t0).Seconds()/float64(o.AggIters))
+		}
+		if o.Blocking == 3 {
+			tb := time.Now()
+			if err := b.comm.Barrier(ctx); err != nil {
+				return Half{}, err
+			}
+			excluded += time.Since(tb)
+		}
+	}
+	cpu := time.Since(start)
+	if err := waitAll(ctx, pending); err != nil {
+		return Half{}, err
+	}
+	elapsed := time.Since(start) - excluded
+	ops := float64(o.Iters * o.AggIters)
+	t := []float64{elapsed.Seconds() / ops, cpu.Seconds() / ops}
+	if err := b.combine(ctx, t); err != nil {
+		return Half{}, err
+	}
+	sec := t[0]
+	if o.CPUTime {
+		sec = t[1]
+	}
+	var h Half
+	es := dt.Size()
+	h.TimeUs = sec * 1e6
+	// Bandwidth uses the completion time even with -C, as nccl-tests does.
+	h.AlgBW, h.BusBW = b.o.Coll.Bandwidth(k, es, b.n, t[0])
+	if o.PerIter {
+		st, err := b.iterStats(ctx, iterTimes)
+		if err != nil {
+			return Half{}, err
+		}
+		h.Iter = st
+	}
+	b.seed++
+	for c := range o.Check {
+		wrong, err := b.check(ctx, k, dt, op, root, inPlace, b.seed*64+uint64(c))
+		if err != nil {
+			return Half{}, err
+		}
+		h.Wrong, h.Checked = wrong, true
+		if wrong > 0 {
+			break
+		}
+	}
+	h.Checked = o.Check > 0
+	return h, nil
+}
+
+// combine merges per-rank times per -a: 0 rank 0's, 1 the average, 2 min, 3 max.
+func (b *bench) combine(ctx context.Context, t []float64) error {
+	buf := goccl.HostSlice(t)
+	var err error
+	switch b.o.Average {
+	case 0:
+		err = b.comm.Broadcast(ctx, buf, buf, len(t), goccl.Float64, 0)
+	case 1:
+		if err = b.comm.AllReduce(ctx, buf, buf, len(t), goccl.Float64, goccl.Sum); err == nil {
+			for i := range t {
+				t[i] /= float64(b.n)
+			}
+		}
+	case 2:
+		err = b.comm.AllReduce(ctx, buf, buf, len(t), goccl.Float64, goccl.Min)
+	default:
+		err = b.comm.AllReduce(ctx, buf, buf, len(t), goccl.Float64, goccl.Max)
+	}
+	if err != nil {
+		return fmt.Errorf("combining times across ranks: %w", err)
+	}
+	return nil
+}
+
+func (b *bench) sumInt(ctx context.Context, v int64) (int64, error) {
+	x := []int64{v}
+	err := b.comm.AllReduce(ctx, goccl.HostSlice(x), goccl.HostSlice(x), 1, goccl.Int64, goccl.Sum)
+	return x[0], err
+}
+
+// iterStats turns per-iteration times into -I statistics over the per-iteration
+// maximum across ranks (nccl-tests: "i_* uses max over process rows").
+func (b *bench) iterStats(ctx context.Context, times []float64) (*IterStats, error) {
+	n := len(times)
+	mx := slices.Clone(times)
+	if err := b.comm.AllReduce(ctx, goccl.HostSlice(mx), goccl.HostSlice(mx), n, goccl.Float64, goccl.Max); err != nil {
+		return nil, err
+	}
+	all := make([]float64, n*b.n)
+	if err := b.comm.AllGather(ctx, goccl.HostSlice(times), goccl.HostSlice(all), n, goccl.Float64); err != nil {
+		return nil, err
+	}
+	st := &IterStats{Times: mx, Skipped: b.o.PerIterSkip}
+	for r := range b.n {
+		st.PerRank = append(st.PerRank, all[r*n:(r+1)*n])
+	}
+	s := slices.Clone(mx[b.o.PerIterSkip:])
+	sort.Float64s(s)
+	m := len(s)
+	pct := func(p int) float64 { return s[min(m-1, (m*p+99)/100-1)] }
+	st.Min, st.Max, st.P50, st.P95, st.P99 = s[0], s[m-1], s[m/2], pct(95), pct(99)
+	for _, v := range s {
+		st.Avg += v
+	}
+	st.Avg /= float64(m)
+	for _, v := range s {
+		st.Stdev += (v - st.Avg) * (v - st.Avg)
+	}
+	st.Stdev = math.Sqrt(st.Stdev / float64(m))
+	if st.Avg > 0 {
+		st.CVPct = st.Stdev / st.Avg * 100
+	}
+	return st, nil
+}
+
+// check runs the collective once on generated data and returns the wrong elements
+// summed over ranks.
+func (b *bench) check(ctx context.Context, k Counts, dt transport.DType, op transport.Op, root int, inPlace bool, seed uint64) (int64, error) {
+	chk := &Check{Coll: b.o.Coll, DType: dt, Op: op, Root: root, N: b.n, Rank: b.rank, Seed: seed, K: k}
+	s, r := b.buffers(k, dt, inPlace, 0)
+	es := int64(dt.Size())
+	sendHost, recvHost, err := b.hostViews(ctx, s, r, k, es)
+	if err != nil {
+		return 0, err
+	}
+	clear(recvHost)
+	if !inPlace || !b.device {
+		chk.Fill(sendHost)
+	}
+	if b.device {
+		if err := b.stageIn(ctx, s, r, sendHost, recvHost, chk, inPlace); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.issue(ctx, s, r, k, dt, op, root).Wait(ctx); err != nil {
+		return 0, err
+	}
+	if b.device {
+		if err := b.stageOut(ctx, r, recvHost); err != nil {
+			return 0, err
+		}
+	}
+	faultRank := b.n - 1
+	if b.o.Coll.Kind == transport.KindReduce || b.o.Coll.Kind == transport.KindGather {
+		faultRank = root
+	}
+	if b.fault && b.rank == faultRank && k.Recv > 0 {
+		recvHost[es-1] ^= 0x40 // an exponent bit for floats: never within avg's tolerance
+	}
+	local := chk.Verify(recvHost)
+	if local > 0 {
+		b.errors++
+	}
+	total, err := b.sumInt(ctx, local)
+	if err != nil {
+		return 0, fmt.Errorf("summing wrong elements: %w", err)
+	}
+	return total, nil
+}

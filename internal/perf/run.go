@@ -1,0 +1,398 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/transport"
+)
+
+// Version is goccl's version, printed in the first header line.
+var Version = "0.1.0"
+
+// Exit statuses. They follow nccl-tests' testResult_t where one exists.
+const (
+	ExitOK        = 0
+	ExitFailure   = 1 // init failed, a peer died, an operation returned an error
+	ExitUsage     = 2 // bad flags (nccl-tests uses 6; goccl's commands all use 2)
+	ExitTimeout   = 4 // -T expired (testTimeout)
+	ExitWrongData = 7 // wrong data or NCCL_TESTS_MIN_BW not met (testNumResults)
+)
+
+// DefaultLocalRanks is how many ranks `goccl perf` starts when it is neither given
+// --np nor started by a launcher: one rank alone would measure nothing but a copy.
+const DefaultLocalRanks = 2
+
+// FaultEnv names the test-only fault hook: with GOCCL_PERF_FAULT=corrupt one rank
+// flips a bit of its result before every data check, so the run must report wrong
+// values and exit 7. It exists to test the checker end to end.
+const FaultEnv = "GOCCL_PERF_FAULT"
+
+// CUDAHooks is filled in by a build with CUDA support (the nccl package): DeviceInfo
+// gives the "[0000:18:00] NVIDIA H200" part of a device line; Alloc returns n bytes of
+// device memory for a local rank. With both set, --device cuda benchmarks device
+// buffers, staging data checks through transport.DeviceStager.
+var CUDAHooks struct {
+	DeviceInfo func(localRank int) (pci, name string, err error)
+	Alloc      func(localRank, n int) (buf transport.Buffer, free func(), err error)
+}
+
+// Main runs `goccl perf` with the arguments after "perf" and returns the exit status.
+// Without --np and outside a launcher it starts DefaultLocalRanks local ranks.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\nRun 'goccl perf -h' for the flags.\n", err)
+		return ExitUsage
+	}
+	if o.Help {
+		Usage(stdout)
+		return ExitOK
+	}
+	if o.Device == "cuda" && (CUDAHooks.DeviceInfo == nil || CUDAHooks.Alloc == nil) {
+		fmt.Fprintln(stderr, "perf: --device cuda needs a build with CUDA support (the nccl package); use --device host")
+		return ExitUsage
+	}
+	if v := os.Getenv("NCCL_TESTS_MIN_BW"); v != "" {
+		if _, err := fmt.Sscanf(v, "%g", &o.MinBW); err != nil {
+			fmt.Fprintf(stderr, "perf: NCCL_TESTS_MIN_BW=%q is not a number\n", v)
+			return ExitUsage
+		}
+	}
+	cfg, err := goccl.LoadConfig(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "perf: %v\n", err)
+		return ExitUsage
+	}
+	underLauncher := cfg.Rank >= 0 && cfg.WorldSize > 0
+	if !underLauncher && (os.Getenv(childEnv) != "" || launcherVars()) {
+		// Started by a launcher (or by spawn) whose variables did not give a rank: never
+		// start ranks again from here, that would multiply processes without end.
+		fmt.Fprintf(stderr, "perf: started by a launcher, but the environment gives no rank and world size (%s)\n", launcherSummary())
+		return ExitFailure
+	}
+	if underLauncher && o.npGiven {
+		fmt.Fprintf(stderr, "perf: --np %d starts its own ranks, but this process is already rank %d of %d (from the environment); drop --np\n", o.NP, cfg.Rank, cfg.WorldSize)
+		return ExitUsage
+	}
+	if !underLauncher {
+		n := o.NP
+		if n == 0 {
+			n = DefaultLocalRanks
+		}
+		return spawn(ctx, n, stripNP(args), stdout, stderr)
+	}
+	return runRank(ctx, o, stdout, stderr)
+}
+
+// childEnv marks the ranks spawn starts, so a child can never spawn again.
+const childEnv = "GOCCL_PERF_CHILD"
+
+// launcherRankVars are the variables by which launchers tell a process its rank.
+var launcherRankVars = []string{"GOCCL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}
+
+func launcherVars() bool {
+	for _, k := range launcherRankVars {
+		if k == "SLURM_PROCID" && os.Getenv("SLURM_STEP_ID") == "" {
+			continue // inside salloc but not srun: not a rank of a job step
+		}
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func launcherSummary() string {
+	var parts []string
+	for _, k := range append(launcherRankVars, childEnv) {
+		if v := os.Getenv(k); v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// stripNP removes --np N from args, for the children it starts.
+func stripNP(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(out, args[i:]...)
+		case a == "--np" || a == "-np":
+			i++
+		case strings.HasPrefix(a, "--np=") || strings.HasPrefix(a, "-np="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// combo is one transport/algorithm pair of the sweep.
+type combo struct{ transport, algo string }
+
+func (c combo) label() string {
+	t, a := c.transport, c.algo
+	if t == "" {
+		t = "auto"
+	}
+	if a == "" {
+		a = "auto"
+	}
+	return t + "/" + a
+}
+
+// runRank is one rank under a launcher: for every transport it creates a
+// communicator, for every algorithm it runs the whole nccl-tests report.
+func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) int {
+	transports, algos := o.Transports, o.Algos
+	if len(transports) == 0 {
+		transports = []string{""}
+	}
+	if len(algos) == 0 {
+		algos = []string{""}
+	}
+	var comms []*goccl.Comm
+	defer func() {
+		for i := len(comms) - 1; i >= 0; i-- {
+			comms[i].Close()
+		}
+	}()
+	var series []Series
+	status := ExitOK
+	for ti, t := range transports {
+		opts := []goccl.Option{goccl.WithName(fmt.Sprintf("perf%d", ti))}
+		if t != "" {
+			opts = append(opts, goccl.WithTransport(t))
+		}
+		comm, err := goccl.Init(ctx, goccl.FromEnv(opts...))
+		if err != nil {
+			fmt.Fprintf(stderr, "perf: init with transport %q: %v\n", combo{t, ""}.label(), err)
+			return exitFor(err)
+		}
+		// Kept open until the end: closing rank 0's first communicator could take a
+		// store it serves with it.
+		comms = append(comms, comm)
+		for _, a := range algos {
+			if a != "" {
+				if err := comm.SetAlgo(a); err != nil {
+					fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
+					return ExitUsage
+				}
+			}
+			cb := combo{t, a}
+			res, code := runReport(ctx, comm, o, cb, len(transports)*len(algos) > 1, stdout, stderr)
+			switch {
+			case code == ExitFailure || code == ExitTimeout:
+				return code
+			case code != ExitOK && status == ExitOK:
+				status = code
+			}
+			series = append(series, Series{Label: cb.label(), Points: res})
+		}
+	}
+	if o.Plot != "" && comms[0].Rank() == 0 {
+		if err := WritePlot(o.Plot, o.Coll.Program(), series); err != nil {
+			fmt.Fprintf(stderr, "%v\n", err)
+			if status == ExitOK {
+				status = ExitFailure
+			}
+		}
+	}
+	return status
+}
+
+func exitFor(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, transport.ErrInvalid):
+		return ExitUsage
+	case errors.Is(err, transport.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	}
+	return ExitFailure
+}
+
+// runReport prints one complete nccl-tests report for the communicator as it is
+// configured now, and returns the out-of-place points for the plot.
+func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, several bool, stdout, stderr io.Writer) ([]Point, int) {
+	b, err := newBench(ctx, comm, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), err)
+		return nil, exitFor(err)
+	}
+	defer b.free()
+	devices, err := gatherDevices(ctx, comm, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), err)
+		return nil, exitFor(err)
+	}
+	if comm.Rank() == 0 {
+		var js *jsonWriter
+		if o.JSONFile != "" {
+			path := o.JSONFile
+			if several {
+				path = strings.TrimSuffix(path, ".json") + "-" + strings.ReplaceAll(cb.label(), "/", "-") + ".json"
+			}
+			if js, err = openJSON(path); err != nil {
+				fmt.Fprintf(stdout, "# skipping json output; %v\n", err)
+				js = nil
+			} else {
+				fmt.Fprintf(stdout, "# Writing JSON output to %s\n", js.path)
+				js.begin(append([]string{"goccl", "perf"}, o.Args...), os.Environ(), time.Now())
+			}
+		}
+		b.rep = NewReport(stdout, js, o)
+		b.rep.Preamble(o.Coll.Program(), Version, b.notes(cb), devices)
+		b.rep.TableHeader()
+	}
+	runErr := b.runAll(ctx)
+	// Every rank learns how many test points went wrong anywhere.
+	oob, sumErr := b.sumInt(ctx, int64(b.errors))
+	if runErr == nil {
+		runErr = sumErr
+	}
+	code := ExitOK
+	if oob > 0 {
+		code = ExitWrongData
+	}
+	avg := 0.0
+	if b.bwCount > 0 {
+		avg = b.bwSum / float64(b.bwCount)
+	}
+	if o.MinBW >= 0 && avg < 0.9*o.MinBW {
+		code = ExitWrongData
+	}
+	msg := ""
+	if runErr != nil {
+		msg = runErr.Error()
+		code = exitFor(runErr)
+		if code == ExitUsage {
+			code = ExitFailure
+		}
+		if errors.Is(runErr, errTestTimeout) {
+			host, _ := os.Hostname()
+			fmt.Fprintf(stdout, "%s: Test timeout (%ds) %s\n", shortHost(host), int(o.Timeout/time.Second), o.Coll.Program())
+			code = ExitTimeout
+		}
+		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), runErr)
+	}
+	if b.rep != nil {
+		b.rep.Footer(o.Coll.Program(), int(oob), avg, o.MinBW, msg)
+		if b.rep.js != nil {
+			if err := b.rep.js.end(time.Now()); err != nil {
+				fmt.Fprintf(stderr, "%v\n", err)
+			}
+		}
+	}
+	return b.points, code
+}
+
+// gatherDevices collects every rank's device line on rank 0 through the
+// communicator itself (nccl-tests gathers them with MPI).
+func gatherDevices(ctx context.Context, comm *goccl.Comm, o *Options) ([]Device, error) {
+	const recLen = 512
+	host, _ := os.Hostname()
+	local := comm.LocalRank()
+	if local < 0 {
+		local = comm.Rank()
+	}
+	hex, info := "host", linkSummary(comm)
+	if o.Device == "cuda" {
+		pci, name, err := CUDAHooks.DeviceInfo(local)
+		if err != nil {
+			return nil, fmt.Errorf("perf: device info of local rank %d: %w", local, err)
+		}
+		hex, info = pci, name
+	}
+	rec := fmt.Sprintf("%d\x00%s\x00%d\x00%s\x00%s", os.Getpid(), shortHost(host), local, hex, info)
+	if len(rec) > recLen {
+		rec = rec[:recLen]
+	}
+	send := make([]byte, recLen)
+	copy(send, rec)
+	all := make([]byte, recLen*comm.Size())
+	if err := comm.AllGather(ctx, goccl.Host(send), goccl.Host(all), recLen, goccl.Uint8); err != nil {
+		return nil, fmt.Errorf("perf: gathering device lines: %w", err)
+	}
+	devs := make([]Device, comm.Size())
+	for r := range devs {
+		f := strings.SplitN(strings.TrimRight(string(all[r*recLen:(r+1)*recLen]), "\x00"), "\x00", 5)
+		for len(f) < 5 {
+			f = append(f, "")
+		}
+		d := Device{Rank: r, Host: f[1], Hex: f[3], Info: f[4]}
+		fmt.Sscan(f[0], &d.Pid)
+		fmt.Sscan(f[2], &d.Device)
+		devs[r] = d
+	}
+	return devs, nil
+}
+
+// linkSummary names the transports this rank's links use, in rank order ("shm",
+// "shm+tcp"); "self" for a world of one.
+func linkSummary(comm *goccl.Comm) string {
+	var names []string
+	for p := 0; p < comm.Size(); p++ {
+		if p == comm.Rank() {
+			continue
+		}
+		if n := comm.TransportOf(p); !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "self"
+	}
+	return strings.Join(names, "+")
+}
+
+// shortHost cuts a host name at its first dot, as nccl-tests' getHostName does.
+func shortHost(h string) string {
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		return h[:i]
+	}
+	return h
+}
+
+// notes are goccl's own header lines: what was requested and what runs.
+func (b *bench) notes(cb combo) []string {
+	c := b.comm
+	t := cb.transport
+	if t == "" {
+		t = strings.Join(c.Config().Transports, ",")
+	}
+	a := cb.algo
+	if a == "" {
+		a = c.Config().Algo
+	}
+	lo, hi := b.sizes[0], b.sizes[len(b.sizes)-1]
+	name := func(bytes int64) string {
+		n, why := c.Algo(b.o.Coll.Kind, int(bytes))
+		if n == "" {
+			return "none: " + why
+		}
+		return n
+	}
+	picks := fmt.Sprintf("%s at %d B", name(lo), lo)
+	if hi != lo {
+		picks += fmt.Sprintf(", %s at %d B", name(hi), hi)
+	}
+	exe, _ := os.Executable()
+	return []string{
+		fmt.Sprintf("goccl transport: %s (rank 0 links: %s)  algorithm: %s (%s)", t, linkSummary(c), a, picks),
+		fmt.Sprintf("goccl ranks: %d  binary: %s", c.Size(), filepath.Base(exe)),
+	}
+}

@@ -1,0 +1,264 @@
+package nccl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goccl/goccl/nccl/cuda"
+	"github.com/goccl/goccl/transport"
+)
+
+// maxDrain bounds the payload a receiver accepts only to discard it after a mismatch.
+const maxDrain = 1 << 30
+
+type direction int
+
+const (
+	dirSend direction = iota
+	dirRecv
+)
+
+// link is one direction of a conn: a two-rank communicator in which the sender is rank
+// 0 and the receiver rank 1, plus staging memory for messages.
+//
+// Why one communicator per direction: NCCL runs the operations of one communicator in
+// issue order. The algorithms call Send and Recv on the same peer from two goroutines
+// (a ring step sends right while it receives from the left); on a shared communicator
+// each side's send would be queued before its receive and, beyond NCCL's internal
+// buffering, both would wait forever. With a communicator per direction, sends and
+// receives progress independently, exactly like the two directions of a socket.
+type link struct {
+	dir    direction
+	mu     sync.Mutex // one Send (or Recv) at a time, and lazy creation
+	c      *comm
+	cur    atomic.Pointer[comm] // c, readable by Close while a call holds mu
+	err    error                // creation failed: the link is unusable
+	dev    uintptr
+	pinned *cuda.Pinned
+	n      int
+}
+
+// conn is the Conn to one peer.
+type conn struct {
+	e       *endpoint
+	peer    int
+	host    string
+	out, in link
+
+	closeOnce sync.Once
+}
+
+func (c *conn) Peer() int { return c.peer }
+
+func (c *conn) Describe() string {
+	return fmt.Sprintf("nccl %s rank %d <-> rank %d, cuda device %d, %s staging", VersionString(c.e.lib.Version()),
+		c.e.local.Rank, c.peer, c.e.dev.Ordinal(), map[p2pMode]string{p2pDevice: "device", p2pPinned: "pinned host"}[c.e.p2p])
+}
+
+func (c *conn) p2pKey(src, dst int) string { return fmt.Sprintf("nccl/p2p/%d-%d", src, dst) }
+
+// ensure creates l's communicator on first use: the sender makes the unique id and
+// publishes it, the receiver waits for it; both then join a two-rank communicator.
+func (c *conn) ensure(ctx context.Context, l *link) (*comm, error) {
+	if l.c != nil {
+		return l.c, nil
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	me := c.e.local.Rank
+	src, dst, rank, creator := me, c.peer, 0, me
+	if l.dir == dirRecv {
+		src, dst, rank, creator = c.peer, me, 1, c.peer
+	}
+	ctx, cancel := c.e.setupCtx(ctx)
+	defer cancel()
+	err := c.e.checkPeers(ctx, c.peer)
+	var id UniqueID
+	if err == nil {
+		id, err = c.e.sharedID(ctx, c.p2pKey(src, dst), creator, me)
+	}
+	if err == nil {
+		l.c, err = c.e.lib.newComm(ctx, c.e.dev, 2, rank, id, c.e.cfg)
+	}
+	if err == nil {
+		l.cur.Store(l.c)
+	}
+	if err != nil {
+		l.err = c.peerErr(fmt.Errorf("nccl: link rank %d -> rank %d: %w", src, dst, err))
+		return nil, l.err
+	}
+	return l.c, nil
+}
+
+func (c *conn) peerErr(err error) error {
+	return &transport.PeerError{Peer: c.peer, Host: c.host, Err: err}
+}
+
+// stage returns at least n bytes of staging memory: device memory by default, or
+// pinned host memory with Params nccl.p2p_buffer=pinned.
+func (c *conn) stage(l *link, n int) (uintptr, []byte, error) {
+	if n > l.n {
+		c.freeStage(l)
+		size := max(n, 4096)
+		if c.e.p2p == p2pPinned {
+			p, err := c.e.rt.MallocHost(size)
+			if err != nil {
+				return 0, nil, err
+			}
+			l.pinned = p
+		} else {
+			p, err := c.e.dev.Malloc(size)
+			if err != nil {
+				return 0, nil, err
+			}
+			l.dev = p
+		}
+		l.n = size
+	}
+	if l.pinned != nil {
+		return l.pinned.Ptr(), l.pinned.Bytes(), nil
+	}
+	return l.dev, nil, nil
+}
+
+func (c *conn) freeStage(l *link) {
+	if l.pinned != nil {
+		_ = l.pinned.Free()
+		l.pinned = nil
+	}
+	if l.dev != 0 {
+		_ = c.e.dev.Free(l.dev)
+		l.dev = 0
+	}
+	l.n = 0
+}
+
+// Send transmits the 40-byte frame header and the payload as two ncclSend calls in one
+// group; it returns when NCCL has delivered both (the receiver has posted them).
+func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	l := &c.out
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cm, err := c.ensure(ctx, l)
+	if err != nil {
+		return err
+	}
+	n := transport.FrameHeaderSize + len(payload)
+	ptr, host, err := c.stage(l, n)
+	if err != nil {
+		return fmt.Errorf("nccl: send to rank %d: staging %d bytes: %w", c.peer, n, err)
+	}
+	var hdr [transport.FrameHeaderSize]byte
+	f := transport.Frame{Header: h, Len: uint64(len(payload))}
+	f.Encode(hdr[:])
+	if host != nil {
+		copy(host, hdr[:])
+		copy(host[len(hdr):], payload)
+	} else {
+		if err := c.e.dev.CopyHtoD(ptr, hdr[:]); err != nil {
+			return fmt.Errorf("nccl: send to rank %d: %w", c.peer, err)
+		}
+		if err := c.e.dev.CopyHtoD(ptr+transport.FrameHeaderSize, payload); err != nil {
+			return fmt.Errorf("nccl: send to rank %d: %w", c.peer, err)
+		}
+	}
+	ops := []groupOp{{kind: opSend, dt: ncclUint8, root: 1, send: ptr, count: transport.FrameHeaderSize}}
+	if len(payload) > 0 {
+		ops = append(ops, groupOp{kind: opSend, dt: ncclUint8, root: 1, send: ptr + transport.FrameHeaderSize, count: len(payload)})
+	}
+	if err := cm.run(ctx, fmt.Sprintf("send %d bytes to rank %d", len(payload), c.peer), ops); err != nil {
+		return c.peerErr(err)
+	}
+	return nil
+}
+
+// Recv receives the header first and checks it against want before posting the
+// payload receive, so a mismatched peer produces a *MismatchError, never a write of the
+// wrong size into buf.
+func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
+	l := &c.in
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cm, err := c.ensure(ctx, l)
+	if err != nil {
+		return err
+	}
+	ptr, host, err := c.stage(l, transport.FrameHeaderSize+len(buf))
+	if err != nil {
+		return fmt.Errorf("nccl: recv from rank %d: staging: %w", c.peer, err)
+	}
+	what := fmt.Sprintf("recv from rank %d", c.peer)
+	if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: ptr, count: transport.FrameHeaderSize}}); err != nil {
+		return c.peerErr(err)
+	}
+	var hdr [transport.FrameHeaderSize]byte
+	if host != nil {
+		copy(hdr[:], host)
+	} else if err := c.e.dev.CopyDtoH(hdr[:], ptr); err != nil {
+		return fmt.Errorf("nccl: %s: %w", what, err)
+	}
+	var f transport.Frame
+	if err := f.Decode(hdr[:]); err != nil {
+		cm.abort(err)
+		return c.peerErr(fmt.Errorf("nccl: %s: %w", what, err))
+	}
+	if err := f.Check(c.e.local.Rank, c.peer, want, len(buf)); err != nil {
+		// The sender is still waiting to deliver its payload, and NCCL cannot tell it
+		// the receiver has gone. Receive and discard the payload (its length is in the
+		// header) so the sender's Send completes instead of hanging until its timeout.
+		if f.Len > 0 && f.Len <= maxDrain {
+			if p, _, serr := c.stage(l, transport.FrameHeaderSize+int(f.Len)); serr == nil {
+				_ = cm.run(ctx, what+" (discarding a mismatched message)", []groupOp{{kind: opRecv, dt: ncclUint8,
+					recv: p + transport.FrameHeaderSize, count: int(f.Len)}})
+				return err
+			}
+		}
+		if f.Len > 0 {
+			cm.abort(err)
+		}
+		return err
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	pay := ptr + transport.FrameHeaderSize
+	if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: pay, count: len(buf)}}); err != nil {
+		return c.peerErr(err)
+	}
+	if host != nil {
+		copy(buf, host[transport.FrameHeaderSize:])
+		return nil
+	}
+	if err := c.e.dev.CopyDtoH(buf, pay); err != nil {
+		return fmt.Errorf("nccl: %s: %w", what, err)
+	}
+	return nil
+}
+
+// Close aborts both directions' communicators (a blocked Send or Recv returns
+// ErrClosed) and frees the staging memory once no call holds it.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		for _, l := range []*link{&c.out, &c.in} {
+			// Abort first, without the link lock, to interrupt a blocked call.
+			if cm := l.cur.Load(); cm != nil {
+				cm.abort(fmt.Errorf("nccl: link to rank %d closed: %w", c.peer, transport.ErrClosed))
+			}
+		}
+		for _, l := range []*link{&c.out, &c.in} {
+			l.mu.Lock()
+			if l.c != nil {
+				l.c.close(c.e.closeTimeout())
+			}
+			c.freeStage(l)
+			l.err = fmt.Errorf("nccl: link to rank %d: %w", c.peer, transport.ErrClosed)
+			l.c = nil
+			l.mu.Unlock()
+		}
+		c.e.forget(c)
+	})
+	return nil
+}

@@ -1,0 +1,373 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// conn is one end of a pair segment. Send runs on the out ring as its producer, Recv on
+// the in ring as its consumer; each keeps its stream position privately and only
+// publishes it through the ring's head or tail.
+type conn struct {
+	seg      *segment
+	self     int
+	peer     int
+	peerHost string
+	side     int // 0 when this rank is the pair's lower rank
+	opts     Options
+	links    *atomic.Int32
+	watch    *pidWatch
+	peerPid  int
+	out, in  *ring
+	readv    func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error)
+	epoch    time.Time
+	desc     string
+	attached atomic.Bool // creator: the opener's pid has been checked
+
+	// Sender state, touched only inside Send.
+	head, tailSeen uint64
+	scOff          bool   // the receiver refused single-copy once: stop trying
+	pinned         []byte // the payload the peer may be reading (keeps it on the heap)
+
+	// Receiver state, touched only inside Recv and RecvStream.
+	tail, headSeen uint64
+	scratch        []byte
+
+	sending, receiving atomic.Int32 // an operation is inside the mapping
+	closed             atomic.Bool
+	broken             atomic.Pointer[error]
+	nextLiveness       atomic.Int64 // nanoseconds since epoch
+	closeOnce          sync.Once
+	mapMu              sync.RWMutex // held for writing while the segment is unmapped
+	unmapped           bool
+}
+
+func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn {
+	side := 0
+	if e.local.Rank > peer.Rank {
+		side = 1
+	}
+	c := &conn{
+		seg: seg, self: e.local.Rank, peer: peer.Rank, peerHost: peer.Host, side: side,
+		opts: e.opts, links: &e.links, watch: watchPid(pid), peerPid: pid,
+		out: seg.dir(side), in: seg.dir(1 - side), readv: processVMReadv, epoch: time.Now(),
+	}
+	c.attached.Store(!seg.creator)
+	e.links.Add(1)
+	c.desc = fmt.Sprintf("shm rank %d <-> rank %d (pid %d) via %s, rings 2x%d KiB, chunk %d KiB, single-copy %s from %d B",
+		c.self, c.peer, pid, seg.path, seg.ring>>10, e.opts.ChunkBytes>>10, e.opts.SingleCopy, e.opts.SingleCopyMin)
+	return c
+}
+
+// Peer is the rank at the other end.
+func (c *conn) Peer() int { return c.peer }
+
+// Describe says which segment and settings the link uses.
+func (c *conn) Describe() string { return c.desc }
+
+// Send copies payload into the ring chunk by chunk, publishing each chunk as soon as it
+// is written; a payload of SingleCopyMin bytes or more is instead read by the receiver
+// from this process's memory, and Send returns once it has been.
+func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	if !c.sending.CompareAndSwap(0, 1) {
+		return fmt.Errorf("shm: send to rank %d: %w: concurrent Send calls on one link", c.peer, transport.ErrInvalid)
+	}
+	defer c.sending.Store(0)
+	if err := c.usable("send to", true); err != nil {
+		return err
+	}
+	n := len(payload)
+	var rec [recordBytes]byte
+	f := transport.Frame{Header: h, Len: uint64(n)}
+	f.Encode(rec[:])
+	if n <= inlineMax {
+		rec[recKind] = kindInline
+		copy(rec[recInline:], payload)
+		if err := c.waitSpace(ctx, recordBytes); err != nil {
+			return c.opErr("send to", err)
+		}
+		c.out.put(c.head, rec[:])
+		c.head += recordBytes
+		c.out.publish(c.head)
+		return nil
+	}
+	if c.opts.SingleCopy != SingleCopyOff && !c.scOff && n >= c.opts.SingleCopyMin {
+		done, err := c.sendSingle(ctx, rec, payload)
+		if err != nil || done {
+			return err
+		}
+	}
+	return c.sendRing(ctx, rec, payload)
+}
+
+func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []byte) error {
+	rec[recKind] = kindData
+	n := len(payload)
+	padded := uint64(pad(n))
+	chunk := uint64(c.opts.ChunkBytes)
+	pending := uint64(recordBytes) // written after head but not yet published
+	if err := c.waitSpace(ctx, pending); err != nil {
+		return c.opErr("send to", err)
+	}
+	c.out.put(c.head, rec[:])
+	for off := uint64(0); off < padded; {
+		want := min(chunk, padded-off)
+		if err := c.waitSpace(ctx, pending+want); err != nil {
+			if off == 0 {
+				return c.opErr("send to", err) // nothing published: the link stays usable
+			}
+			return c.fail(c.opErr("send to", err))
+		}
+		if end := min(off+want, uint64(n)); end > off {
+			c.out.put(c.head+pending, payload[off:end])
+		}
+		off += want
+		c.head += pending + want
+		pending = 0
+		c.out.publish(c.head)
+	}
+	return nil
+}
+
+// sendSingle posts payload's address and waits for the receiver's ack. It reports
+// done=false when the receiver's kernel refused and the payload must go through the ring.
+func (c *conn) sendSingle(ctx context.Context, rec [recordBytes]byte, payload []byte) (done bool, err error) {
+	rec[recKind] = kindSingle
+	binary.LittleEndian.PutUint64(rec[recAddr:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload)))))
+	if err := c.waitSpace(ctx, recordBytes); err != nil {
+		return false, c.opErr("send to", err)
+	}
+	// Storing the slice in the conn makes payload escape, so it is on the heap (which
+	// does not move) and not on a stack (which does) while the peer reads it.
+	c.pinned = payload
+	defer func() { c.pinned = nil }()
+	c.out.put(c.head, rec[:])
+	c.head += recordBytes
+	c.out.publish(c.head)
+	target := c.head
+	tail := c.out.tail
+	if err := c.await(ctx, func() bool { return atomic.LoadUint64(tail) >= target }, c.out.spaceSeq, c.out.prodWaiting); err != nil {
+		// The peer may be reading payload right now and the caller may reuse it once we
+		// return: failing the link sets our closed flag, which the receiver checks
+		// after its read, so it discards what it read instead of delivering it.
+		return false, c.fail(c.opErr("send to", err))
+	}
+	c.tailSeen = target
+	runtime.KeepAlive(payload)
+	switch atomic.LoadUint32(c.out.scStatus) {
+	case scDone:
+		return true, nil
+	case scRefused:
+		c.scOff = true
+		return false, nil
+	}
+	return false, c.fail(fmt.Errorf("shm: send to rank %d: %w: the receiver's kernel refuses process_vm_readv and shm.single_copy=true",
+		c.peer, transport.ErrNotSupported))
+}
+
+// waitSpace waits until need bytes after head are free.
+func (c *conn) waitSpace(ctx context.Context, need uint64) error {
+	size := c.out.size
+	if size-(c.head-c.tailSeen) >= need {
+		return nil
+	}
+	tail := c.out.tail
+	return c.await(ctx, func() bool {
+		c.tailSeen = atomic.LoadUint64(tail)
+		return size-(c.head-c.tailSeen) >= need
+	}, c.out.spaceSeq, c.out.prodWaiting)
+}
+
+// waitData waits until at least need bytes after tail are published and returns how
+// many are.
+func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
+	if avail := c.headSeen - c.tail; avail >= need {
+		return avail, nil
+	}
+	head := c.in.head
+	err := c.await(ctx, func() bool {
+		c.headSeen = atomic.LoadUint64(head)
+		return c.headSeen-c.tail >= need
+	}, c.in.dataSeq, c.in.consWaiting)
+	return c.headSeen - c.tail, err
+}
+
+// await spins on ready for up to opts.Spin (yielding the CPU between polls when ranks
+// outnumber cores), then sleeps on the seq futex in livenessEvery slices, checking
+// between slices that the link, the context and the peer process are still alive.
+func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint32) error {
+	if ready() {
+		return nil
+	}
+	if c.opts.Spin > 0 {
+		yield := c.opts.oversubscribed(int(c.links.Load()))
+		start := time.Now()
+		for i := 1; ; i++ {
+			if ready() {
+				return nil
+			}
+			if yield {
+				runtime.Gosched()
+				osYield()
+			}
+			if i%64 == 0 {
+				if c.closed.Load() || c.broken.Load() != nil || ctx.Err() != nil ||
+					atomic.LoadUint32(c.seg.closedWord(1-c.side)) != 0 || time.Since(start) > c.opts.Spin {
+					break
+				}
+			}
+		}
+	}
+	if ctx.Done() != nil {
+		// The callback may still run after await returns (stop does not wait for it),
+		// so it must not touch a mapping that Close has removed meanwhile.
+		stop := context.AfterFunc(ctx, func() {
+			c.mapMu.RLock()
+			defer c.mapMu.RUnlock()
+			if !c.unmapped {
+				atomic.AddUint32(seq, 1)
+				futexWake(seq)
+			}
+		})
+		defer stop()
+	}
+	for {
+		v := atomic.LoadUint32(seq)
+		atomic.StoreUint32(waiting, 1)
+		if ready() {
+			atomic.StoreUint32(waiting, 0)
+			return nil
+		}
+		if err := c.check(ctx); err != nil {
+			atomic.StoreUint32(waiting, 0)
+			if ready() { // what the peer published before it left still counts
+				return nil
+			}
+			return err
+		}
+		futexWait(seq, v, livenessEvery)
+	}
+}
+
+// usable fails fast when the link is closed, broken or (for sends) abandoned by the peer.
+func (c *conn) usable(what string, sending bool) error {
+	if c.closed.Load() {
+		return fmt.Errorf("shm: %s rank %d: %w", what, c.peer, transport.ErrClosed)
+	}
+	if p := c.broken.Load(); p != nil {
+		return *p
+	}
+	if sending && atomic.LoadUint32(c.seg.closedWord(1-c.side)) != 0 {
+		return c.peerClosed()
+	}
+	return nil
+}
+
+// check is the slow-path test run between futex sleeps.
+func (c *conn) check(ctx context.Context) error {
+	if err := c.usable("wait for", false); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxErr(ctx, err)
+	}
+	if atomic.LoadUint32(c.seg.closedWord(1-c.side)) != 0 {
+		return c.peerClosed()
+	}
+	if !c.attached.Load() {
+		switch atomic.LoadUint32(c.seg.u32(hAttach)) {
+		case attachRejected:
+			return c.fail(fmt.Errorf("shm: rank %d: %w: rank %d rejected segment %s (see its error)",
+				c.self, transport.ErrProtocol, c.peer, c.seg.path))
+		case attachOK:
+			if p := int(atomic.LoadUint32(c.seg.u32(hOpenerPid))); p != c.peerPid {
+				return c.fail(fmt.Errorf("shm: rank %d: %w: segment %s was attached by pid %d, but rank %d's handle names pid %d",
+					c.self, transport.ErrProtocol, c.seg.path, p, c.peer, c.peerPid))
+			}
+			c.attached.Store(true)
+		}
+	}
+	now := int64(time.Since(c.epoch))
+	if next := c.nextLiveness.Load(); now >= next && c.nextLiveness.CompareAndSwap(next, now+int64(livenessEvery)) {
+		if !c.watch.alive() {
+			return c.fail(&transport.PeerError{Peer: c.peer, Host: c.peerHost,
+				Err: fmt.Errorf("shm: process %d exited: %w", c.peerPid, transport.ErrClosed)})
+		}
+	}
+	return nil
+}
+
+func (c *conn) peerClosed() error {
+	return &transport.PeerError{Peer: c.peer, Host: c.peerHost, Err: fmt.Errorf("shm: link closed by peer: %w", transport.ErrClosed)}
+}
+
+// opErr adds context to an error from a wait; errors that already name the peer or
+// the link pass through unchanged.
+func (c *conn) opErr(what string, err error) error {
+	switch err.(type) {
+	case *transport.PeerError, *transport.MismatchError:
+		return err
+	}
+	if p := c.broken.Load(); p != nil && *p == err {
+		return err
+	}
+	return fmt.Errorf("shm: %s rank %d: %w", what, c.peer, err)
+}
+
+// fail marks the link unusable for both sides and returns err: later calls return it,
+// and the peer's blocked calls wake up and see this side gone.
+func (c *conn) fail(err error) error {
+	c.broken.CompareAndSwap(nil, &err)
+	atomic.StoreUint32(c.seg.closedWord(c.side), 1)
+	if c.seg.creator && atomic.LoadUint32(c.seg.u32(hAttach)) != attachOK {
+		c.seg.unlink() // the peer never mapped it: do not leave it behind
+	}
+	c.out.wake()
+	c.in.wake()
+	return err
+}
+
+// Close marks this side gone, wakes every waiter on both sides, waits for this side's
+// calls to leave the mapping, and unmaps it. A segment the peer never attached is
+// removed here.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		atomic.StoreUint32(c.seg.closedWord(c.side), 1)
+		c.out.wake()
+		c.in.wake()
+		// Blocked calls notice within one futex slice. If one does not leave (a Close
+		// from inside a RecvStream callback), keep the mapping rather than crash it.
+		deadline := time.Now().Add(time.Second)
+		for c.sending.Load() != 0 || c.receiving.Load() != 0 {
+			if time.Now().After(deadline) {
+				c.watch.close()
+				c.links.Add(-1)
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if c.seg.creator && atomic.LoadUint32(c.seg.u32(hAttach)) != attachOK {
+			c.seg.unlink()
+		}
+		c.mapMu.Lock()
+		c.unmapped = true
+		c.seg.unmap()
+		c.mapMu.Unlock()
+		c.watch.close()
+		c.links.Add(-1)
+	})
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package shm is goccl's shared-memory transport between processes (and goroutines) on
+// one host, in the manner of NCCL's SHM transport and Open MPI's vader BTL.
+//
+// Each linked pair of ranks shares one segment, a file under /dev/shm named after the
+// communicator and the pair ("goccl-shm-<comm>-<hash>-<lo>-<hi>"). The lower rank
+// creates it (fallocate'd, so a full /dev/shm fails at set-up instead of with SIGBUS
+// later), writes a header (magic, layout version, communicator, ranks, its pid) and
+// publishes the name through the rendezvous store; the higher rank maps it, removes the
+// name at once, checks the header and marks it attached. From then on no name exists:
+// Close, a panic or SIGKILL of either rank leaves nothing in /dev/shm. A survivor
+// removes a name whose peer died before mapping it, and RemoveSegments lets a launcher
+// sweep a communicator after ranks were killed while linking.
+//
+// Each direction is a lock-free single-producer single-consumer ring with head and tail
+// on separate cache lines. Messages up to 16 bytes ride inside their 64-byte header
+// record; larger ones follow it, written and published chunk by chunk so the receiver
+// copies (or, through transport.Streamer, reduces straight from the ring) one chunk
+// while the next is being written. A waiting rank spins briefly, yielding the CPU when
+// ranks outnumber cores, then sleeps on a futex in 5 ms slices, checking between slices
+// its context, the peer's closed flag and, through a pidfd, whether the peer process
+// still runs: a dead peer is a *transport.PeerError, not a hang.
+//
+// Messages of shm.single_copy_min bytes or more skip the ring: the sender posts its
+// payload's address and waits, the receiver copies it with process_vm_readv straight
+// into its destination and acks. Where the kernel refuses (seccomp, Yama), the link
+// falls back to the ring by itself. Settings are transport.Params keys; see
+// ParseOptions:
+//
+//	shm.single_copy      auto | true | false    (true: a refusal is an error)
+//	shm.single_copy_min  32M                    smallest single-copy message
+//	shm.ring_bytes       4M                     per direction, a power of two
+//	shm.chunk_bytes      64K                    pipelining unit
+//	shm.spin             50us                   poll this long before sleeping
+//	shm.dir              /dev/shm
+//
+// Lifetimes: Open creates nothing on disk; Connect creates or attaches one segment per
+// peer; Conn.Close unmaps it (and wakes both sides' blocked calls); Endpoint.Close
+// leaves links open. Importing the package registers the transport as "shm":
+//
+//	import _ "github.com/goccl/goccl/shm"
+//
+// CanConnect accepts a peer with the same host identity from the rendezvous whose
+// handle shows the same user, kernel boot, /dev/shm mount and pid namespace. The
+// package builds everywhere; off Linux Open returns transport.ErrNotSupported.
+package shm

@@ -1,0 +1,221 @@
+package shm
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// SingleCopy says when a large message skips the ring and is read by the receiver
+// straight out of the sender's memory (process_vm_readv).
+type SingleCopy uint8
+
+const (
+	// SingleCopyAuto uses single-copy for messages of at least SingleCopyMin bytes and
+	// falls back to the ring, for the rest of the link's life, when the kernel refuses it.
+	SingleCopyAuto SingleCopy = iota
+	// SingleCopyOff always copies through the ring.
+	SingleCopyOff
+	// SingleCopyOn is SingleCopyAuto, except that a refusal by the kernel is an error
+	// instead of a silent fallback (for tests and for users who want to know).
+	SingleCopyOn
+)
+
+func (m SingleCopy) String() string {
+	switch m {
+	case SingleCopyOff:
+		return "false"
+	case SingleCopyOn:
+		return "true"
+	}
+	return "auto"
+}
+
+// Options are the shm transport's settings. They come from transport.Params keys
+// "shm.<name>" (see ParseOptions); the zero value of a field means its default.
+type Options struct {
+	// Dir holds the segments ("shm.dir", default /dev/shm). It must be a tmpfs or
+	// another file system whose pages are shared memory.
+	Dir string
+	// RingBytes is each direction's ring size ("shm.ring_bytes", a power of two
+	// between 64 KiB and 1 GiB; default 4 MiB).
+	RingBytes int
+	// ChunkBytes is the pipelining unit ("shm.chunk_bytes", a multiple of 64 between
+	// 4 KiB and RingBytes/2; default 64 KiB): the sender publishes each chunk as soon as
+	// it is written, so the receiver consumes one while the next is being copied.
+	ChunkBytes int
+	// SingleCopy is "shm.single_copy": auto (default), true or false.
+	SingleCopy SingleCopy
+	// SingleCopyMin is the smallest message sent single-copy ("shm.single_copy_min",
+	// default 32 MiB). On the 2-core development VM the ring is faster up to 16 MiB
+	// one-way (its two copies run on both cores in parallel and stay in L3) and the two
+	// paths are even beyond; at 32 MiB and up single-copy is not slower and moves half
+	// the bytes through memory. The default is above RingBytes on purpose: such a Send
+	// would block on a slow receiver through the ring too, so single-copy's
+	// wait-for-the-reader adds no new way to block.
+	SingleCopyMin int
+	// Spin is how long a waiting rank polls before it sleeps on a futex ("shm.spin",
+	// a Go duration, default 50µs): a futex wake-up costs 25-50 µs in a VM, so a short
+	// spin keeps small-message latency low while an idle rank still burns no CPU.
+	Spin time.Duration
+	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
+	// "local_world_size" the communicator passes, else the number of shm links + 1).
+	// When ranks outnumber the cores, waiting ranks yield the CPU while they spin.
+	LocalRanks int
+}
+
+// Defaults, measured on the 2-core development VM (see the package benchmarks).
+const (
+	defaultDir           = "/dev/shm"
+	defaultRingBytes     = 4 << 20
+	defaultChunkBytes    = 64 << 10
+	defaultSingleCopyMin = 32 << 20
+	defaultSpin          = 50 * time.Microsecond
+
+	minRingBytes  = 64 << 10
+	maxRingBytes  = 1 << 30
+	minChunkBytes = 4 << 10
+	chunkAlign    = 64 // ring records are 64 bytes; chunks keep them aligned
+	maxSpin       = time.Second
+)
+
+// paramKeys lists every key ParseOptions understands, for error messages.
+var paramKeys = []string{"shm.dir", "shm.ring_bytes", "shm.chunk_bytes", "shm.single_copy",
+	"shm.single_copy_min", "shm.spin", "shm.local_ranks"}
+
+// ParseOptions reads the "shm.*" keys of p (other keys are left to other transports) and
+// fills in defaults. A malformed value or an unknown "shm." key is an error that names
+// the key and what it accepts.
+func ParseOptions(p transport.Params) (Options, error) {
+	o := Options{}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := strings.TrimSpace(p[k])
+		var err error
+		switch k {
+		case "shm.dir":
+			if !strings.HasPrefix(v, "/") {
+				err = fmt.Errorf("want an absolute directory such as /dev/shm")
+			}
+			o.Dir = v
+		case "shm.ring_bytes":
+			o.RingBytes, err = parseSize(v)
+		case "shm.chunk_bytes":
+			o.ChunkBytes, err = parseSize(v)
+		case "shm.single_copy":
+			switch strings.ToLower(v) {
+			case "auto", "":
+				o.SingleCopy = SingleCopyAuto
+			case "true", "on", "1", "yes":
+				o.SingleCopy = SingleCopyOn
+			case "false", "off", "0", "no":
+				o.SingleCopy = SingleCopyOff
+			default:
+				err = fmt.Errorf("want auto, true or false")
+			}
+		case "shm.single_copy_min":
+			o.SingleCopyMin, err = parseSize(v)
+			if err == nil && o.SingleCopyMin == 0 {
+				o.SingleCopyMin = 1 // "0" means every non-empty message
+			}
+		case "shm.spin":
+			o.Spin, err = time.ParseDuration(v)
+			if err == nil && (o.Spin < 0 || o.Spin > maxSpin) {
+				err = fmt.Errorf("want a duration between 0 and %v", maxSpin)
+			}
+			if err == nil && o.Spin == 0 {
+				o.Spin = -1 // explicit "no spinning", distinct from unset
+			}
+		case "shm.local_ranks":
+			o.LocalRanks, err = strconv.Atoi(v)
+			if err == nil && o.LocalRanks < 1 {
+				err = fmt.Errorf("want a positive integer")
+			}
+		case "local_world_size":
+			// Set by the communicator; only a hint, so a bad value is ignored.
+			if n, e := strconv.Atoi(v); e == nil && n > 0 && p["shm.local_ranks"] == "" {
+				o.LocalRanks = n
+			}
+		default:
+			if strings.HasPrefix(k, "shm.") {
+				return Options{}, fmt.Errorf("shm: %w: unknown parameter %q (valid: %s)",
+					transport.ErrInvalid, k, strings.Join(paramKeys, ", "))
+			}
+		}
+		if err != nil {
+			return Options{}, fmt.Errorf("shm: %w: parameter %s=%q: %v", transport.ErrInvalid, k, p[k], err)
+		}
+	}
+	return o.withDefaults()
+}
+
+// withDefaults fills unset fields and checks the combination.
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		o.Dir = defaultDir
+	}
+	if o.RingBytes == 0 {
+		o.RingBytes = defaultRingBytes
+	}
+	if o.ChunkBytes == 0 {
+		o.ChunkBytes = min(defaultChunkBytes, o.RingBytes/2)
+	}
+	if o.SingleCopyMin == 0 {
+		o.SingleCopyMin = defaultSingleCopyMin
+	}
+	if o.Spin == 0 {
+		o.Spin = defaultSpin
+	}
+	if o.Spin < 0 {
+		o.Spin = 0
+	}
+	if o.RingBytes < minRingBytes || o.RingBytes > maxRingBytes || bits.OnesCount(uint(o.RingBytes)) != 1 {
+		return Options{}, fmt.Errorf("shm: %w: shm.ring_bytes=%d: want a power of two between %d and %d",
+			transport.ErrInvalid, o.RingBytes, minRingBytes, maxRingBytes)
+	}
+	if o.ChunkBytes < minChunkBytes || o.ChunkBytes > o.RingBytes/2 || o.ChunkBytes%chunkAlign != 0 {
+		return Options{}, fmt.Errorf("shm: %w: shm.chunk_bytes=%d: want a multiple of %d between %d and shm.ring_bytes/2 = %d",
+			transport.ErrInvalid, o.ChunkBytes, chunkAlign, minChunkBytes, o.RingBytes/2)
+	}
+	return o, nil
+}
+
+// oversubscribed reports whether ranks outnumber the CPUs this process may use, given
+// the number of shm links it has (a lower bound on the local ranks).
+func (o Options) oversubscribed(links int) bool {
+	n := o.LocalRanks
+	if n == 0 {
+		n = links + 1
+	}
+	return n > min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
+}
+
+// parseSize accepts a byte count with an optional K, M or G suffix (powers of 1024,
+// "KiB" and "k" spellings too).
+func parseSize(s string) (int, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I")
+	mult := 1
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(t))
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("want a byte count such as 65536, 64K or 4M")
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,125 @@
+//go:build linux
+
+package shm
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// A ring is one direction of a link: a single-producer single-consumer byte ring in
+// shared memory. head counts bytes the producer has published, tail bytes the consumer
+// has released; both only grow (uint64 does not wrap in practice), the free space is
+// size-(head-tail). Every message starts with a 64-byte record (the 40-byte frame
+// header, a kind byte and an inline payload or a remote address), and every record
+// starts on a 64-byte boundary, so a record never straddles the ring's end and every
+// piece handed to a RecvStream callback starts at a multiple of 64 bytes of its message.
+//
+// Waiting uses an eventcount per side: the waiter reads seq, raises its waiting flag,
+// re-checks the condition and sleeps on seq; the other side, after moving head or tail,
+// bumps seq and wakes only when the flag is up. Go atomics are sequentially consistent,
+// so either the waiter sees the new head/tail or the mover sees the flag.
+type ring struct {
+	head        *uint64 // producer-owned line
+	tail        *uint64 // consumer-owned line
+	consWaiting *uint32 // consumer sleeps on dataSeq while set
+	dataSeq     *uint32
+	prodWaiting *uint32 // producer sleeps on spaceSeq while set
+	spaceSeq    *uint32
+	scStatus    *uint32 // consumer -> producer: outcome of the last single-copy read
+	data        []byte
+	size        uint64
+	mask        uint64
+}
+
+// Record layout and kinds.
+const (
+	recordBytes = 64
+	recKind     = 40 // byte: kindData, kindInline or kindSingle
+	recAddr     = 48 // uint64: the sender's payload address (kindSingle)
+	recInline   = 48 // payload bytes (kindInline)
+	inlineMax   = recordBytes - recInline
+
+	kindData   = 1 // payload follows the record, padded to 64 bytes
+	kindInline = 2 // payload inside the record
+	kindSingle = 3 // receiver reads the payload from the sender's memory, then releases the record
+)
+
+// Control block offsets, each written by one side only, one cache line apart.
+const (
+	cHead        = 0
+	cTail        = 64
+	cConsWaiting = 128
+	cDataSeq     = 132
+	cProdWaiting = 192
+	cSpaceSeq    = 196
+	cSCStatus    = 256
+)
+
+// Single-copy outcomes in scStatus, written by the consumer before it releases a
+// kindSingle record.
+const (
+	scDone    = 0 // read; the sender may return
+	scRefused = 1 // the kernel refused; resend through the ring
+	scFatal   = 2 // refused and single-copy is required: the link is failing
+)
+
+func newRing(ctl, data []byte) *ring {
+	w32 := func(off int) *uint32 { return (*uint32)(unsafe.Pointer(&ctl[off])) }
+	return &ring{
+		head:        (*uint64)(unsafe.Pointer(&ctl[cHead])),
+		tail:        (*uint64)(unsafe.Pointer(&ctl[cTail])),
+		consWaiting: w32(cConsWaiting),
+		dataSeq:     w32(cDataSeq),
+		prodWaiting: w32(cProdWaiting),
+		spaceSeq:    w32(cSpaceSeq),
+		scStatus:    w32(cSCStatus),
+		data:        data,
+		size:        uint64(len(data)),
+		mask:        uint64(len(data) - 1),
+	}
+}
+
+// pad rounds n up to whole records.
+func pad(n int) int { return (n + recordBytes - 1) &^ (recordBytes - 1) }
+
+// put copies src into the ring at stream position pos, wrapping at the end.
+func (r *ring) put(pos uint64, src []byte) {
+	i := pos & r.mask
+	k := copy(r.data[i:], src)
+	if k < len(src) {
+		copy(r.data, src[k:])
+	}
+}
+
+// span returns up to n bytes at stream position pos that do not cross the ring's end.
+func (r *ring) span(pos uint64, n int) []byte {
+	i := pos & r.mask
+	return r.data[i : i+min(uint64(n), r.size-i)]
+}
+
+// publish makes everything before head visible to the consumer.
+func (r *ring) publish(head uint64) {
+	atomic.StoreUint64(r.head, head)
+	if atomic.LoadUint32(r.consWaiting) != 0 {
+		atomic.AddUint32(r.dataSeq, 1)
+		futexWake(r.dataSeq)
+	}
+}
+
+// release hands everything before tail back to the producer.
+func (r *ring) release(tail uint64) {
+	atomic.StoreUint64(r.tail, tail)
+	if atomic.LoadUint32(r.prodWaiting) != 0 {
+		atomic.AddUint32(r.spaceSeq, 1)
+		futexWake(r.spaceSeq)
+	}
+}
+
+// wake rouses both sides of the ring whatever their flags say (close and failure).
+func (r *ring) wake() {
+	atomic.AddUint32(r.dataSeq, 1)
+	futexWake(r.dataSeq)
+	atomic.AddUint32(r.spaceSeq, 1)
+	futexWake(r.spaceSeq)
+}

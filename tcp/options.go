@@ -1,0 +1,147 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Params keys this transport reads, with their defaults.
+const (
+	// ParamAddr is the listen address ("127.0.0.1:0"; port 0 picks one). Default: the
+	// address the rank's host name resolves to, port 0.
+	ParamAddr = "tcp.addr"
+	// ParamSockets is the number of sockets per peer (default 2, at most MaxSockets).
+	ParamSockets = "tcp.sockets"
+	// ParamBufSize is the socket send and receive buffer in bytes (default 4 MiB; 0
+	// leaves the kernel's auto-tuning alone).
+	ParamBufSize = "tcp.bufsize"
+	// ParamStripeMin is the smallest message striped across the sockets (default 256 KiB).
+	ParamStripeMin = "tcp.stripe_min"
+	// ParamHandshakeTimeout bounds one socket's handshake ("10s").
+	ParamHandshakeTimeout = "tcp.handshake_timeout"
+)
+
+// MaxSockets bounds tcp.sockets: more sockets than this only add overhead.
+const MaxSockets = 64
+
+// Options are the endpoint's settings, parsed from transport.Params.
+type Options struct {
+	Addr             string
+	Sockets          int
+	BufSize          int
+	StripeMin        int
+	HandshakeTimeout time.Duration
+}
+
+// DefaultOptions are the settings used for absent Params.
+func DefaultOptions() Options {
+	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 256 << 10, HandshakeTimeout: 10 * time.Second}
+}
+
+// ParseOptions reads the tcp.* Params. A malformed or out-of-range value is an error
+// that names the key, the value and what is valid, rather than a silent default.
+func ParseOptions(p transport.Params) (Options, error) {
+	o := DefaultOptions()
+	o.Addr = p.String(ParamAddr, "")
+	if o.Addr != "" {
+		if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+			return o, fmt.Errorf("tcp: %w: %s=%q is not host:port (%v)", transport.ErrInvalid, ParamAddr, o.Addr, err)
+		}
+	}
+	ints := []struct {
+		key      string
+		dst      *int
+		min, max int
+	}{
+		{ParamSockets, &o.Sockets, 1, MaxSockets},
+		{ParamBufSize, &o.BufSize, 0, 1 << 30},
+		{ParamStripeMin, &o.StripeMin, 4 << 10, 1 << 30},
+	}
+	for _, f := range ints {
+		v, ok := p[f.key]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < f.min || n > f.max {
+			return o, fmt.Errorf("tcp: %w: %s=%q, want an integer in [%d, %d]", transport.ErrInvalid, f.key, v, f.min, f.max)
+		}
+		*f.dst = n
+	}
+	if v, ok := p[ParamHandshakeTimeout]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("tcp: %w: %s=%q, want a positive duration like \"10s\"", transport.ErrInvalid, ParamHandshakeTimeout, v)
+		}
+		o.HandshakeTimeout = d
+	}
+	return o, nil
+}
+
+// listenAddr picks the address to listen on: the configured one, or the host name's
+// address with port 0. The host name is what the communicator calls this host; when it
+// does not resolve, the machine's name is tried, then every interface (0.0.0.0).
+func listenAddr(ctx context.Context, o Options, host string) string {
+	if o.Addr != "" {
+		return o.Addr
+	}
+	for _, h := range []string{host, hostname()} {
+		if ip := resolve(ctx, h); ip != nil {
+			return net.JoinHostPort(ip.String(), "0")
+		}
+	}
+	return "0.0.0.0:0"
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// resolve returns h's first address, preferring IPv4, or nil.
+func resolve(ctx context.Context, h string) net.IP {
+	if h == "" {
+		return nil
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return ip
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, h)
+	if err != nil || len(addrs) == 0 {
+		return nil
+	}
+	for _, a := range addrs {
+		if a.IP.To4() != nil {
+			return a.IP
+		}
+	}
+	return addrs[0].IP
+}
+
+// advertiseIP is the address peers should dial when the listener is bound to every
+// interface: the first non-loopback IPv4 address that is up, else loopback.
+func advertiseIP() net.IP {
+	ifs, err := net.Interfaces()
+	if err == nil {
+		for _, ifc := range ifs {
+			if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+				continue
+			}
+			addrs, _ := ifc.Addrs()
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+					return n.IP
+				}
+			}
+		}
+	}
+	return net.IPv4(127, 0, 0, 1)
+}
