@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/nccl/cuda"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -56,13 +57,16 @@ func (p *opPeers) Header(tag uint32) transport.Header {
 
 // collective queues k and returns its Work.
 func (c *Comm) collective(ctx context.Context, k call) *Work {
-	return c.submit(ctx, func(ctx context.Context) error { return c.runCollective(ctx, k) })
+	return c.submit(ctx, k.fingerprint().String(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
+		return c.runCollective(ctx, w, k)
+	})
 }
 
-func (c *Comm) runCollective(ctx context.Context, k call) error {
+func (c *Comm) runCollective(ctx context.Context, w *Work, k call) error {
 	c.seq++
+	c.progress.Store(c.seq)
 	hdr := transport.Header{Seq: c.seq, Fp: k.fingerprint()}
-	err := c.doCollective(ctx, k, hdr)
+	err := c.doCollective(ctx, w, k, hdr)
 	if err == nil {
 		return nil
 	}
@@ -71,7 +75,7 @@ func (c *Comm) runCollective(ctx context.Context, k call) error {
 	return err
 }
 
-func (c *Comm) doCollective(ctx context.Context, k call, hdr transport.Header) error {
+func (c *Comm) doCollective(ctx context.Context, w *Work, k call, hdr transport.Header) error {
 	if !k.dt.Valid() {
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16)",
 			c.rank, k.kind, transport.ErrInvalid, k.dt)
@@ -79,16 +83,19 @@ func (c *Comm) doCollective(ctx context.Context, k call, hdr transport.Header) e
 	if !k.op.Valid() {
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown op %d (valid: sum, prod, max, min, avg)", c.rank, k.kind, transport.ErrInvalid, k.op)
 	}
-	bytes := k.count * k.dt.Size()
-	alg, reason, err := c.sel.Load().pick(k.kind, bytes, c.size, c.offload)
+	alg, reason, err := c.sel.Load().pick(k.kind, algos.Bytes(k.kind, k.count, k.dt, c.size), c.size, c.offload)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 	}
 	if alg == nil { // the offloader runs it natively
+		w.algo = offloadAlgo
 		return c.offload.Offload(ctx, &transport.Collective{Kind: k.kind, Send: k.send, Recv: k.recv,
 			Count: k.count, DType: k.dt, Op: k.op, Root: k.root, SendPeer: -1, RecvPeer: -1})
 	}
-	c.log.Debug("collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
+	w.algo = alg.Name()
+	if c.log.Enabled(ctx, LevelTrace) { // nothing is formatted on the hot path otherwise
+		c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
+	}
 	send, recv, finish, err := c.hostBuffers(ctx, k.send, k.recv)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
@@ -111,6 +118,10 @@ func (c *Comm) doCollective(ctx context.Context, k call, hdr transport.Header) e
 func (c *Comm) hostBuffers(ctx context.Context, send, recv Buffer) (s, r []byte, finish func(ok bool) error, err error) {
 	if send.Kind() == transport.Host && recv.Kind() == transport.Host {
 		return send.Bytes(), recv.Bytes(), func(bool) error { return nil }, nil
+	}
+	if cuda.Loaded() == nil {
+		// Load the runtime the config names (GOCCL_CUDA_LIB); the stager uses it.
+		cuda.Load(c.cfg.Params["cuda.lib"])
 	}
 	st, err := transport.DeviceStager()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goccl/goccl/internal/trace"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -39,9 +40,17 @@ type Comm struct {
 
 	sel atomic.Pointer[selector]
 
+	linkStates  []linkState            // per peer: blocked-since times and byte counters
+	tracer      *trace.Recorder        // nil unless GOCCL_TRACE is set
+	flight      flight                 // the last operations, for "who is stuck"
+	counters    counters               // Stats
+	lastBlocked atomic.Pointer[string] // the link a timed-out operation was waiting on
+	progress    atomic.Uint64          // collectives started (c.seq), for the watchdog
+
 	queue     chan *Work
 	quit      chan struct{}
 	loopDone  chan struct{}
+	watchDone chan struct{}
 	seq       uint64   // operations issued so far; touched only by the loop
 	sendSeq   []uint64 // point-to-point messages sent to each peer
 	recvSeq   []uint64 // and received from it
@@ -141,8 +150,14 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	close(c.quit)
 	<-c.loopDone
+	<-c.watchDone
 	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
-	return c.release()
+	unregisterLive(c)
+	var terr error
+	if c.tracer != nil {
+		terr = c.tracer.Flush()
+	}
+	return errors.Join(c.release(), terr)
 }
 
 func (c *Comm) release() error {

@@ -199,3 +199,9 @@ func (c Config) String() string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+// WithTrace writes a per-rank Chrome trace of every collective into dir.
+func WithTrace(dir string) Option { return func(c *Config) { c.TraceDir = dir } }
+
+// WithDebugFile sends the rank's log to a file (%h = host, %p = pid).
+func WithDebugFile(path string) Option { return func(c *Config) { c.DebugFile = path } }

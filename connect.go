@@ -38,6 +38,7 @@ func (c *Comm) choose(names []string, peer int) (string, []string) {
 // connectAll links this rank to every peer, all pairs at once.
 func (c *Comm) connectAll(ctx context.Context, names []string) error {
 	c.links = make([]transport.Conn, c.size)
+	c.linkStates = make([]linkState, c.size)
 	c.linkNames = make([]string, c.size)
 	c.linkNames[c.rank] = "self"
 	for peer := range c.size {
@@ -73,7 +74,7 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 				return
 			}
 			mu.Lock()
-			c.links[peer] = conn
+			c.links[peer] = c.observe(peer, conn)
 			c.closers = append(c.closers, conn)
 			mu.Unlock()
 			if d, ok := conn.(transport.Describer); ok {

@@ -2,6 +2,8 @@ package goccl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,13 +147,14 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	sel, _ := newSelector(cfg.Algo)
 	c := &Comm{
 		cfg: cfg, rank: cfg.Rank, size: cfg.WorldSize, localRank: cfg.LocalRank, host: cfg.Host, id: id,
-		store:    rendezvous.WithPrefix(base, "goccl/"+id),
-		eps:      map[string]transport.Endpoint{},
-		queue:    make(chan *Work, 1024),
-		quit:     make(chan struct{}),
-		loopDone: make(chan struct{}),
-		sendSeq:  make([]uint64, cfg.WorldSize),
-		recvSeq:  make([]uint64, cfg.WorldSize),
+		store:     rendezvous.WithPrefix(base, "goccl/"+id),
+		eps:       map[string]transport.Endpoint{},
+		queue:     make(chan *Work, 1024),
+		quit:      make(chan struct{}),
+		loopDone:  make(chan struct{}),
+		watchDone: make(chan struct{}),
+		sendSeq:   make([]uint64, cfg.WorldSize),
+		recvSeq:   make([]uint64, cfg.WorldSize),
 	}
 	c.sel.Store(sel)
 	c.log = newLogger(cfg, c.rank)
@@ -160,8 +163,14 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		c.release()
 		return nil, err
 	}
+	if err := c.startTrace(); err != nil {
+		c.release()
+		return nil, err
+	}
+	registerLive(c)
 	go c.loop()
-	c.log.Info("goccl init done", "subsys", "INIT", "version", Version, "comm", id, "config", cfg.String())
+	go c.watchdog()
+	c.log.Info("goccl init done", "subsys", "INIT", "version", Version, "comm", c.id, "config", cfg.String())
 	return c, nil
 }
 
@@ -177,6 +186,9 @@ func (c *Comm) wire(ctx context.Context) error {
 	}()
 	if err := c.claimRank(ctx); err != nil {
 		return err
+	}
+	if err := c.agreeNonce(ctx); err != nil {
+		return c.initErr(ctx, err)
 	}
 	names := c.expandTransports()
 	rec := peerRecord{Version: protocolVersion, Rank: c.rank, World: c.size, Host: c.host, Pid: os.Getpid(),
@@ -218,6 +230,29 @@ func (c *Comm) initErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w (init_timeout %v)", transport.ErrTimeout, err, c.cfg.InitTimeout)
 	}
 	return err
+}
+
+// agreeNonce makes the communicator id unique per job: rank 0 draws a random suffix and
+// the others read it, so two jobs on one host never share shm segment names or
+// handshake ids even when their communicators have the same name.
+func (c *Comm) agreeNonce(ctx context.Context) error {
+	if c.rank == 0 {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("goccl: rank 0: communicator id: %w", err)
+		}
+		if err := c.store.Set(ctx, "nonce", []byte(hex.EncodeToString(b[:]))); err != nil {
+			return fmt.Errorf("goccl: rank 0: publish communicator id: %w", err)
+		}
+		c.id += "-" + hex.EncodeToString(b[:])
+		return nil
+	}
+	v, err := c.store.Get(ctx, "nonce")
+	if err != nil {
+		return fmt.Errorf("goccl: rank %d: waiting for rank 0 to join: %w", c.rank, err)
+	}
+	c.id += "-" + string(v)
+	return nil
 }
 
 func (c *Comm) claimRank(ctx context.Context) error {

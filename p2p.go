@@ -38,7 +38,9 @@ func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buf
 
 // SendRecvAsync queues a SendRecv.
 func (c *Comm) SendRecvAsync(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) *Work {
-	return c.submit(ctx, func(ctx context.Context) error {
+	desc := fmt.Sprintf("sendrecv %s count=%d to %d from %d", dt, count, sendPeer, recvPeer)
+	return c.submit(ctx, desc, count*dt.Size(), func(ctx context.Context, w *Work) error {
+		w.algo = "p2p"
 		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
 	})
 }

@@ -89,7 +89,7 @@ func (c *Comm) SetAlgo(spec string) error {
 	if err != nil {
 		return err
 	}
-	return c.submit(context.Background(), func(context.Context) error {
+	return c.submit(context.Background(), "set algo "+spec, 0, func(context.Context, *Work) error {
 		sel.model = c.sel.Load().model
 		c.sel.Store(sel)
 		return nil

@@ -3,6 +3,7 @@ package goccl
 import (
 	"unsafe"
 
+	"github.com/goccl/goccl/algos/reduce"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -153,3 +154,15 @@ func HostSlice[T Number](xs []T) Buffer {
 
 // DeviceBuffer wraps n bytes of CUDA device memory at ptr on device ordinal dev.
 func DeviceBuffer(ptr uintptr, n, dev int) Buffer { return transport.DeviceBuffer(ptr, n, dev) }
+
+// HalfFrom rounds f to the nearest float16 (ties to even).
+func HalfFrom(f float32) Half { return Half(reduce.Float32ToFloat16(f)) }
+
+// Float32 converts h exactly.
+func (h Half) Float32() float32 { return reduce.Float16ToFloat32(uint16(h)) }
+
+// BF16From rounds f to the nearest bfloat16 (ties to even).
+func BF16From(f float32) BF16 { return BF16(reduce.Float32ToBFloat16(f)) }
+
+// Float32 converts b exactly.
+func (b BF16) Float32() float32 { return reduce.BFloat16ToFloat32(uint16(b)) }

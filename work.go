@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 )
 
 // Work is a queued operation. Wait for it before touching its buffers.
 type Work struct {
-	ctx  context.Context
-	run  func(ctx context.Context) error
-	done chan struct{}
-	err  error
+	ctx   context.Context
+	run   func(ctx context.Context, w *Work) error
+	desc  string // for the flight recorder and trace
+	bytes int    // user bytes, for Stats
+	algo  string // set by the operation when it knows
+	done  chan struct{}
+	err   error
 }
 
 // Wait blocks until the operation finished (or ctx ends) and returns its error.
@@ -39,8 +43,8 @@ func doneWork(err error) *Work {
 }
 
 // submit queues an operation; it runs on the communicator's loop in issue order.
-func (c *Comm) submit(ctx context.Context, run func(ctx context.Context) error) *Work {
-	w := &Work{ctx: ctx, run: run, done: make(chan struct{})}
+func (c *Comm) submit(ctx context.Context, desc string, bytes int, run func(ctx context.Context, w *Work) error) *Work {
+	w := &Work{ctx: ctx, run: run, desc: desc, bytes: bytes, done: make(chan struct{})}
 	c.mu.Lock()
 	closed, err := c.closed, c.err
 	c.mu.Unlock()
@@ -50,6 +54,7 @@ func (c *Comm) submit(ctx context.Context, run func(ctx context.Context) error) 
 	if err != nil {
 		return doneWork(err)
 	}
+	c.flight.queued(w, desc)
 	select {
 	case c.queue <- w:
 		return w
@@ -95,15 +100,42 @@ func (c *Comm) execute(w *Work) {
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	c.cancelCur.Store(&cancel)
-	w.err = w.run(ctx)
+	start := time.Now()
+	c.flight.update(w, func(r *OpRecord) { r.State, r.Started = OpRunning, start })
+	w.err = w.run(ctx, w)
 	c.cancelCur.Store(nil)
 	cancel()
+	end := time.Now()
 	if w.err != nil {
 		if errors.Is(w.err, context.DeadlineExceeded) && !errors.Is(w.err, transport.ErrTimeout) {
 			w.err = fmt.Errorf("%w: %w", transport.ErrTimeout, w.err)
 		}
+		if errors.Is(w.err, transport.ErrTimeout) {
+			// Say who this rank was waiting for before the state is gone.
+			c.log.Warn("operation timed out", "subsys", "COLL", "dump", c.DumpFlightRecord())
+		}
+	}
+	c.flight.update(w, func(r *OpRecord) {
+		r.State, r.Finished, r.Algo = OpDone, end, w.algo
+		if w.err != nil {
+			r.State, r.Err = OpFailed, w.err.Error()
+		}
+	})
+	c.flight.forget(w)
+	c.counters.add(w.algo, w.bytes, end.Sub(start), w.err)
+	if tr := c.tracer; tr != nil {
+		tr.Span(tidColl, "coll", w.desc, start, end.Sub(start), map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(w.err)})
+	}
+	if w.err != nil {
 		w.err = c.fail(w.err)
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func ctxErr(ctx context.Context) error {

@@ -4,4 +4,9 @@
 // subpackages (ring, tree, naive) and register themselves by name; Lookup finds one and
 // Resolve picks the algorithm for a collective, falling back to one that implements it.
 // The reduce subpackage holds the element-wise kernels for every dtype and op.
+//
+// Choose with ParseSpec (grammar on ParseSpec, e.g. "allreduce:tree<64K,ring") and
+// Spec.Resolve; "auto" asks CostModel.Predict. Unimplemented collectives fall back
+// tree -> ring -> naive. Validate checks Args and trims buffers; Bytes gives the size
+// the selector compares (nccl-tests' size column).
 package algos

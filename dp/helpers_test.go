@@ -2,6 +2,8 @@ package dp_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +23,10 @@ func ranks(t *testing.T, world int) []dp.Collectives {
 	if useFake {
 		return dptest.Fake(world)
 	}
-	comms, err := goccl.InitLocal(testCtx(t), world, goccl.WithTimeout(30*time.Second))
+	// A name per call: goccl numbers communicators per (store address, name, rank), and
+	// a new MemStore may reuse a collected one's address (see .proposals/dp.md).
+	name := fmt.Sprintf("dp-test-%d", worlds.Add(1))
+	comms, err := goccl.InitLocal(testCtx(t), world, goccl.WithTimeout(30*time.Second), goccl.WithName(name))
 	require.NoError(t, err)
 	out := make([]dp.Collectives, world)
 	for r, c := range comms {
@@ -30,6 +35,8 @@ func ranks(t *testing.T, world int) []dp.Collectives {
 	}
 	return out
 }
+
+var worlds atomic.Int64
 
 // useFake: TEMPORARY while goccl.InitLocal is being finished (it hangs for world > 1
 // at the moment): run on dptest.Fake instead.

@@ -13,8 +13,11 @@ import (
 // in the same precision, and the trajectory stays near fp32's. The bound against fp32
 // is loose on purpose: bf16 keeps 8 mantissa bits (relative error 2^-9 per rounding of
 // a gradient or parameter), and Adam turns a gradient's rounding into up to ~lr of
-// movement where the gradient is near zero; 4 steps at lr 1e-2 stay under 2e-2. The
-// check that matters for dp is the tight one: stages agree with each other.
+// movement where the gradient is near zero; 4 steps at lr 1e-2 stay under 2e-2.
+// Against DDP in the same precision the bound is tighter: the stages reduce the same
+// 16-bit gradients, but an all-reduce and a reduce-scatter may round a sum differently
+// (one ulp, 2^-8 relative for bf16), which moves Adam's normalised update by about
+// that fraction of lr; we allow lr*2^-6 per step, 4x that.
 func TestMixedPrecision(t *testing.T) {
 	dims := []int{13, 17, 9, 5}
 	base := run{world: 3, batch: 2, accum: 1, steps: 4, dims: dims, bucket: 256}
@@ -34,9 +37,8 @@ func TestMixedPrecision(t *testing.T) {
 					for r := range c.world {
 						require.Equal(t, got[s][0], got[s][r], "step %d rank %d", s, r)
 					}
-					// Same gradients to the last bit (the same 16-bit sums), same shard
-					// updates: only the collective's summation order could differ.
-					require.LessOrEqual(t, maxDiff(got[s][0], ddp[s][0]), 1e-5, "step %d against %s DDP", s, prec)
+					bound := float64(s+1) * 1e-2 / 64
+					require.LessOrEqual(t, maxDiff(got[s][0], ddp[s][0]), bound, "step %d against %s DDP", s, prec)
 				}
 			})
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/internal/dl"
 	"github.com/goccl/goccl/nccl/internal/fakelib"
 	"github.com/goccl/goccl/transport"
 )
@@ -36,6 +37,9 @@ func TestMain(m *testing.M) {
 // returns Params that load them.
 func useFakes(t *testing.T, old bool) (transport.Params, string) {
 	t.Helper()
+	if !dl.Supported {
+		t.Skip("built without cgo: libraries cannot be loaded")
+	}
 	if errors.Is(fakesErr, fakelib.ErrNoCompiler) {
 		t.Skip("no C compiler: cannot build the fake libnccl/libcudart")
 	}

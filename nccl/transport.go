@@ -61,7 +61,7 @@ const (
 
 // Open loads libnccl and libcudart (Params "nccl.lib", "cuda.lib", else the search in
 // LibrarySpec and cuda.LibrarySpec), picks this rank's GPU (Params "nccl.device", else
-// "local_rank", else Rank modulo the device count) and publishes whether all that
+// "local_rank" (or Rank) modulo the device count) and publishes whether all that
 // worked, so that a rank without NCCL makes its peers fail at once instead of waiting
 // in ncclCommInitRank. Open does not wait for other ranks: the communicator over all
 // ranks is created by the first offloaded collective (every rank calls it), and each
@@ -137,7 +137,9 @@ func prepare(l transport.Local) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nccl: %w: no usable CUDA device: %w", transport.ErrNotSupported, err)
 	}
-	ord := l.Params.Int("nccl.device", l.Params.Int("local_rank", l.Rank%n))
+	// LOCAL_RANK picks the GPU, wrapping when ranks outnumber GPUs (several ranks on one
+	// GPU need NCCL_MULTI_RANK_GPU_ENABLE=1 on NCCL 2.30+); nccl.device is taken as given.
+	ord := l.Params.Int("nccl.device", l.Params.Int("local_rank", l.Rank)%n)
 	dev, err := rt.Device(ord)
 	if err != nil {
 		return nil, fmt.Errorf("nccl: rank %d: %w (set Params nccl.device)", l.Rank, err)

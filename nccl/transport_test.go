@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/internal/dl"
 	"github.com/goccl/goccl/nccl/cuda"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/rendezvous"
@@ -31,6 +32,10 @@ func TestOpenWithoutLibraries(t *testing.T) {
 	_, err := Transport{}.Open(ctx, transport.Local{CommID: "x", Rank: 0, World: 1,
 		Params: transport.Params{"nccl.lib": "/nonexistent/libnccl.so.2"}})
 	require.ErrorIs(t, err, transport.ErrNotSupported)
+	if !dl.Supported {
+		require.Contains(t, err.Error(), "without cgo")
+		return
+	}
 	require.Contains(t, err.Error(), "nccl.lib = /nonexistent/libnccl.so.2")
 
 	spec := LibrarySpec("")

@@ -55,6 +55,9 @@ func (o *Options) defaults(supports func(transport.Kind) bool) {
 	}
 	if o.LargeCount == 0 {
 		o.LargeCount = 4<<20 + 3
+		if raceEnabled {
+			o.LargeCount = 256<<10 + 3 // the race detector makes every kernel loop ~20x slower
+		}
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 20 * time.Second

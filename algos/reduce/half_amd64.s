@@ -74,19 +74,19 @@ TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 	MOVL $1, AX
-	MOVD AX, X8
+	VMOVD AX, X8
 	VPBROADCASTD X8, Y8          // 1
 	MOVL $0x7fff, AX
-	MOVD AX, X9
+	VMOVD AX, X9
 	VPBROADCASTD X9, Y9          // 0x7fff
 	MOVL $0x7fffffff, AX
-	MOVD AX, X10
+	VMOVD AX, X10
 	VPBROADCASTD X10, Y10        // abs mask
 	MOVL $0x7f800000, AX
-	MOVD AX, X11
+	VMOVD AX, X11
 	VPBROADCASTD X11, Y11        // +Inf
 	MOVL $0x40, AX
-	MOVD AX, X12
+	VMOVD AX, X12
 	VPBROADCASTD X12, Y12        // quiet bit
 
 nbf:

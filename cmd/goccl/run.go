@@ -70,7 +70,7 @@ func runRun(ctx context.Context, args []string) int {
 		}
 	}
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1) // SIGUSR1: every rank dumps its flight record
 	defer signal.Stop(sigs)
 	level := slog.LevelWarn
 	if *verbose {

@@ -59,7 +59,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return ExitFailure
 		}
 		defer comm.Close()
-		return report(stderr, runRank(ctx, comm, o, stdout))
+		out := stdout
+		if comm.Rank() != 0 {
+			out = io.Discard // rank 0 reports for everyone
+		}
+		return report(stderr, runRank(ctx, comm, o, out))
 	case o.np > 1:
 		return spawn(ctx, o.np, stripNP(args), stdout, stderr)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/Mellanox/rdmamap"
 
@@ -46,7 +47,7 @@ func rdmaNetdevs(r RDMA) map[string]string {
 func gpuDevices() (GPUs, error) {
 	gpus, err := nccl.GPUs()
 	if err != nil {
-		if errors.Is(err, transport.ErrNotSupported) {
+		if errors.Is(err, transport.ErrNotSupported) && !strings.Contains(err.Error(), "no NVIDIA driver") {
 			return GPUs{}, fmt.Errorf("no NVIDIA driver (%w)", err)
 		}
 		return GPUs{}, err

@@ -179,19 +179,34 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 		}
 	}
 	if o.Verbose && b.rep != nil {
-		if cs, ok := any(b.comm).(interface{ Counters() map[string]int64 }); ok {
-			m := cs.Counters()
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				b.rep.printf("# counter rank 0 %s %d\n", k, m[k])
-			}
-		}
+		b.printStats()
 	}
 	return nil
+}
+
+// printStats is -v: rank 0's communicator counters, as "# ..." lines so the table
+// stays parseable.
+func (b *bench) printStats() {
+	st := b.comm.Stats()
+	b.rep.printf("# goccl stats rank 0: ops %d errors %d bytes %d\n", st.Ops, st.Errors, st.Bytes)
+	names := make([]string, 0, len(st.ByAlgo))
+	for k := range st.ByAlgo {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		a := st.ByAlgo[k]
+		b.rep.printf("# goccl stats rank 0: algo %s calls %d bytes %d time %v\n", k, a.Calls, a.Bytes, a.Time)
+	}
+	names = names[:0]
+	for k := range st.Transport {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		t := st.Transport[k]
+		b.rep.printf("# goccl stats rank 0: transport %s links %d sent %d received %d\n", k, t.Links, t.Sent, t.Received)
+	}
 }
 
 func (b *bench) describe(err error, what string, size int64, dt transport.DType, op transport.Op, root int) error {

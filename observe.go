@@ -1,0 +1,356 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccl/goccl/internal/trace"
+	"github.com/goccl/goccl/transport"
+)
+
+// linkState is what the flight recorder knows about one link right now.
+type linkState struct {
+	sendSince atomic.Int64 // unix nanos when a blocked Send began; 0 when none
+	recvSince atomic.Int64
+	sent      atomic.Uint64 // bytes
+	received  atomic.Uint64
+}
+
+// obsConn wraps every link: it keeps the flight recorder's "waiting on peer X" state and
+// byte counters, and records per-message spans when tracing is on.
+type obsConn struct {
+	transport.Conn
+	c     *Comm
+	peer  int
+	state *linkState
+}
+
+// obsStreamConn is obsConn for links that implement transport.Streamer.
+type obsStreamConn struct {
+	*obsConn
+	s transport.Streamer
+}
+
+func (c *Comm) observe(peer int, l transport.Conn) transport.Conn {
+	o := &obsConn{Conn: l, c: c, peer: peer, state: &c.linkStates[peer]}
+	if s, ok := l.(transport.Streamer); ok {
+		return &obsStreamConn{obsConn: o, s: s}
+	}
+	return o
+}
+
+// Trace track ids: 0 holds the collectives, 1000+p sends to peer p, 2000+p receives.
+const (
+	tidColl = 0
+	tidSend = 1000
+	tidRecv = 2000
+)
+
+func (o *obsConn) Send(ctx context.Context, h transport.Header, p []byte) error {
+	t0 := time.Now()
+	o.state.sendSince.Store(t0.UnixNano())
+	err := o.Conn.Send(ctx, h, p)
+	o.state.sendSince.Store(0)
+	if err != nil {
+		err = o.blocked(err, "send to", t0)
+	}
+	o.state.sent.Add(uint64(len(p)))
+	if tr := o.c.tracer; tr != nil {
+		tr.Span(tidSend+o.peer, "link", "send", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": len(p), "tag": h.Tag})
+	}
+	return err
+}
+
+func (o *obsConn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
+	t0 := time.Now()
+	o.state.recvSince.Store(t0.UnixNano())
+	err := o.Conn.Recv(ctx, want, buf)
+	o.state.recvSince.Store(0)
+	if err != nil {
+		err = o.blocked(err, "receive from", t0)
+	}
+	o.state.received.Add(uint64(len(buf)))
+	if tr := o.c.tracer; tr != nil {
+		tr.Span(tidRecv+o.peer, "link", "recv", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": len(buf), "tag": want.Tag})
+	}
+	return err
+}
+
+// blocked says, in a timeout, which peer this rank was waiting for and for how long
+// (the answer to "who is stuck"); the flight recorder keeps it too.
+func (o *obsConn) blocked(err error, what string, since time.Time) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {
+		return err
+	}
+	msg := fmt.Sprintf("rank %d (host %s, %s, %s) after %v", o.peer, o.c.PeerHost(o.peer), strings.TrimSuffix(what, " to"),
+		o.c.linkNames[o.peer], time.Since(since).Round(time.Millisecond))
+	o.c.lastBlocked.Store(&msg)
+	return fmt.Errorf("timed out waiting to %s rank %d (host %s) for %v: %w", what, o.peer, o.c.PeerHost(o.peer),
+		time.Since(since).Round(time.Millisecond), err)
+}
+
+// Describe passes the link's own description through.
+func (o *obsConn) Describe() string {
+	if d, ok := o.Conn.(transport.Describer); ok {
+		return d.Describe()
+	}
+	return fmt.Sprintf("%s link to rank %d", o.c.linkNames[o.peer], o.peer)
+}
+
+func (o *obsStreamConn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
+	t0 := time.Now()
+	o.state.recvSince.Store(t0.UnixNano())
+	err := o.s.RecvStream(ctx, want, n, fn)
+	o.state.recvSince.Store(0)
+	if err != nil {
+		err = o.blocked(err, "receive from", t0)
+	}
+	o.state.received.Add(uint64(n))
+	if tr := o.c.tracer; tr != nil {
+		tr.Span(tidRecv+o.peer, "link", "recv+reduce", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": n, "tag": want.Tag})
+	}
+	return err
+}
+
+// OpState is where an operation is in its life.
+type OpState string
+
+// The states an operation goes through.
+const (
+	OpQueued  OpState = "queued"
+	OpRunning OpState = "running"
+	OpDone    OpState = "done"
+	OpFailed  OpState = "failed"
+)
+
+// OpRecord is the flight recorder's entry for one operation.
+type OpRecord struct {
+	Seq      uint64    // the communicator's sequence number (point-to-point calls count too)
+	Op       string    // "allreduce float32 sum count=1024"
+	Algo     string    // algorithm that ran it
+	State    OpState   // queued, running, done, failed
+	Queued   time.Time // when it was issued
+	Started  time.Time // zero while queued
+	Finished time.Time // zero until done or failed
+	Err      string    // the error, for failed operations
+	Waiting  []string  // while running: "rank 2 (recv, 1.2s)" for every link it is blocked on
+}
+
+// flightRecords is how many operations each communicator remembers.
+const flightRecords = 64
+
+type flight struct {
+	mu   sync.Mutex
+	ops  [flightRecords]OpRecord
+	n    uint64 // records written so far
+	byOp map[*Work]uint64
+}
+
+func (f *flight) queued(w *Work, op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byOp == nil {
+		f.byOp = map[*Work]uint64{}
+	}
+	f.n++
+	f.ops[(f.n-1)%flightRecords] = OpRecord{Seq: f.n, Op: op, State: OpQueued, Queued: time.Now()}
+	f.byOp[w] = f.n
+}
+
+func (f *flight) update(w *Work, fn func(r *OpRecord)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.byOp[w]
+	if !ok || f.n-n >= flightRecords {
+		return
+	}
+	fn(&f.ops[(n-1)%flightRecords])
+}
+
+func (f *flight) forget(w *Work) {
+	f.mu.Lock()
+	delete(f.byOp, w)
+	f.mu.Unlock()
+}
+
+// FlightRecord returns the last operations (oldest first), with what each running one
+// is waiting for, like PyTorch's flight recorder.
+func (c *Comm) FlightRecord() []OpRecord {
+	f := &c.flight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []OpRecord
+	start := uint64(0)
+	if f.n > flightRecords {
+		start = f.n - flightRecords
+	}
+	for i := start; i < f.n; i++ {
+		r := f.ops[i%flightRecords]
+		if r.State == OpRunning {
+			r.Waiting = c.waitingOn()
+		}
+		if r.State == OpFailed && strings.Contains(r.Err, "timed out waiting") {
+			if lb := c.lastBlocked.Load(); lb != nil {
+				r.Waiting = []string{*lb}
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitingOn lists the links a running operation is blocked on.
+func (c *Comm) waitingOn() []string {
+	var out []string
+	now := time.Now().UnixNano()
+	for p := range c.linkStates {
+		s := &c.linkStates[p]
+		if t := s.recvSince.Load(); t != 0 {
+			out = append(out, fmt.Sprintf("rank %d (recv, %v)", p, time.Duration(now-t).Round(time.Microsecond)))
+		}
+		if t := s.sendSince.Load(); t != 0 {
+			out = append(out, fmt.Sprintf("rank %d (send, %v)", p, time.Duration(now-t).Round(time.Microsecond)))
+		}
+	}
+	return out
+}
+
+// DumpFlightRecord formats FlightRecord for people: one line per operation.
+func (c *Comm) DumpFlightRecord() string {
+	recs := c.FlightRecord()
+	s := fmt.Sprintf("goccl flight recorder: rank %d of %d (host %s), communicator %s, last %d operations\n",
+		c.rank, c.size, c.host, c.id, len(recs))
+	for _, r := range recs {
+		line := fmt.Sprintf("  #%-5d %-7s %-44s %-6s", r.Seq, r.State, r.Op, r.Algo)
+		switch {
+		case !r.Finished.IsZero():
+			line += fmt.Sprintf(" took %v", r.Finished.Sub(r.Started).Round(time.Microsecond))
+		case !r.Started.IsZero():
+			line += fmt.Sprintf(" running for %v", time.Since(r.Started).Round(time.Microsecond))
+		}
+		if len(r.Waiting) > 0 {
+			line += " waiting on " + strings.Join(r.Waiting, ", ")
+		}
+		if r.Err != "" {
+			line += " error: " + r.Err
+		}
+		s += line + "\n"
+	}
+	if cur := c.progress.Load(); len(recs) > 0 && (recs[len(recs)-1].State == OpRunning || recs[len(recs)-1].State == OpFailed) {
+		for _, b := range c.behind(cur) {
+			s += "  behind: " + b + "\n"
+		}
+	}
+	return s
+}
+
+// Stats are a communicator's counters.
+type Stats struct {
+	Ops       uint64                // operations completed (collectives and point-to-point)
+	Errors    uint64                // operations that failed
+	Bytes     uint64                // user bytes passed to collectives (nccl-tests' size)
+	ByAlgo    map[string]AlgoStats  // per algorithm
+	Transport map[string]LinkTotals // bytes on the wire per transport
+}
+
+// AlgoStats counts one algorithm's calls.
+type AlgoStats struct {
+	Calls uint64
+	Bytes uint64
+	Time  time.Duration
+}
+
+// LinkTotals counts bytes over one transport's links.
+type LinkTotals struct {
+	Sent, Received uint64
+	Links          int
+}
+
+type counters struct {
+	mu     sync.Mutex
+	ops    uint64
+	errors uint64
+	bytes  uint64
+	byAlgo map[string]AlgoStats
+}
+
+func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ops++
+	if err != nil {
+		k.errors++
+	}
+	if algo == "" {
+		return
+	}
+	if k.byAlgo == nil {
+		k.byAlgo = map[string]AlgoStats{}
+	}
+	a := k.byAlgo[algo]
+	a.Calls++
+	a.Bytes += uint64(bytes)
+	a.Time += d
+	k.byAlgo[algo] = a
+	k.bytes += uint64(bytes)
+}
+
+// Stats returns a snapshot of the communicator's counters.
+func (c *Comm) Stats() Stats {
+	c.counters.mu.Lock()
+	s := Stats{Ops: c.counters.ops, Errors: c.counters.errors, Bytes: c.counters.bytes,
+		ByAlgo: map[string]AlgoStats{}, Transport: map[string]LinkTotals{}}
+	for k, v := range c.counters.byAlgo {
+		s.ByAlgo[k] = v
+	}
+	c.counters.mu.Unlock()
+	for p := range c.linkStates {
+		if p == c.rank {
+			continue
+		}
+		t := s.Transport[c.linkNames[p]]
+		t.Sent += c.linkStates[p].sent.Load()
+		t.Received += c.linkStates[p].received.Load()
+		t.Links++
+		s.Transport[c.linkNames[p]] = t
+	}
+	return s
+}
+
+// TraceSpan records a span on this rank's timeline when GOCCL_TRACE is set (layers above
+// the communicator, like dp's buckets, use it); it returns the function that ends it.
+func (c *Comm) TraceSpan(cat, name string, args map[string]any) func() {
+	tr := c.tracer
+	if tr == nil {
+		return func() {}
+	}
+	t0 := time.Now()
+	return func() { tr.Span(tidUser, cat, name, t0, time.Since(t0), args) }
+}
+
+const tidUser = 1
+
+func (c *Comm) startTrace() error {
+	if c.cfg.TraceDir == "" {
+		return nil
+	}
+	r, err := trace.NewRecorder(c.cfg.TraceDir, c.id, c.rank, fmt.Sprintf("rank %d (%s)", c.rank, c.host))
+	if err != nil {
+		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
+	}
+	r.Thread(tidColl, "collectives")
+	r.Thread(tidUser, "user spans")
+	for p := range c.size {
+		if p != c.rank {
+			r.Thread(tidSend+p, fmt.Sprintf("send to rank %d (%s)", p, c.linkNames[p]))
+			r.Thread(tidRecv+p, fmt.Sprintf("recv from rank %d (%s)", p, c.linkNames[p]))
+		}
+	}
+	c.tracer = r
+	return nil
+}

@@ -1,0 +1,232 @@
+package goccl_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/internal/trace"
+)
+
+func TestInitLogNamesEachPeersTransport(t *testing.T) {
+	dir := t.TempDir()
+	comms := local(t, 3, goccl.WithDebug("INFO", "INIT"), goccl.WithDebugFile(filepath.Join(dir, "log.%p")))
+	for _, c := range comms {
+		c.Close()
+	}
+	logs := readAll(t, dir)
+	for r := range 3 {
+		for p := range 3 {
+			if p != r {
+				require.Regexp(t, fmt.Sprintf(`msg=channel .*rank=%d subsys=INIT peer=%d peer_host=\S+ transport=inmem`, r, p), logs)
+			}
+		}
+	}
+	require.Contains(t, logs, "transport=inmem")
+	require.Contains(t, logs, "goccl init done")
+	require.NotContains(t, logs, "subsys=COLL", "the INIT filter must drop other subsystems")
+}
+
+func TestLogLevelAndExclusion(t *testing.T) {
+	dir := t.TempDir()
+	comms := local(t, 2, goccl.WithDebug("INFO", "^INIT"), goccl.WithDebugFile(filepath.Join(dir, "log.%p")))
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		return goccl.AllReduceSlice(context.Background(), c, []float32{1}, goccl.Sum)
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, c := range comms {
+		c.Close()
+	}
+	logs := readAll(t, dir)
+	require.NotContains(t, logs, "msg=channel", "^INIT must exclude INIT lines")
+	require.NotContains(t, logs, "msg=collective", "per-collective lines need TRACE")
+
+	dir2 := t.TempDir()
+	comms = local(t, 2, goccl.WithDebug("TRACE", "COLL"), goccl.WithDebugFile(filepath.Join(dir2, "log.%p")))
+	errs = runRanks(comms, func(c *goccl.Comm) error {
+		return goccl.AllReduceSlice(context.Background(), c, []float32{1}, goccl.Sum)
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, c := range comms {
+		c.Close()
+	}
+	require.Contains(t, readAll(t, dir2), "msg=collective")
+}
+
+func readAll(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+func TestTraceFilesNestAndMerge(t *testing.T) {
+	dir := t.TempDir()
+	const world = 3
+	comms := local(t, world, goccl.WithTrace(dir), goccl.WithAlgo("ring"))
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		xs := make([]float32, 10000)
+		for i := 0; i < 3; i++ {
+			if err := goccl.AllReduceSlice(context.Background(), c, xs, goccl.Sum); err != nil {
+				return err
+			}
+		}
+		end := c.TraceSpan("dp", "bucket 0", nil)
+		end()
+		return c.Barrier(context.Background())
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, c := range comms {
+		require.NoError(t, c.Close())
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "goccl-trace.*.json"))
+	require.Len(t, files, world)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var tf trace.File
+		require.NoError(t, json.Unmarshal(b, &tf), f)
+		checkNesting(t, tf.TraceEvents)
+		colls := 0
+		for _, e := range tf.TraceEvents {
+			if e.Ph == "X" && e.Cat == "coll" {
+				colls++
+				if strings.HasPrefix(e.Name, "allreduce") {
+					require.Equal(t, "ring", e.Args["algo"])
+				}
+			}
+		}
+		require.Equal(t, 4, colls, "3 allreduces and a barrier in %s", f)
+	}
+	merged, paths, err := trace.Merge(dir)
+	require.NoError(t, err)
+	require.Len(t, paths, world)
+	pids := map[int]bool{}
+	for _, e := range merged.TraceEvents {
+		pids[e.Pid] = true
+	}
+	require.Len(t, pids, world, "one track per rank")
+}
+
+// checkNesting asserts that, on every track, spans either nest or do not overlap, and
+// that every link span lies inside a collective span of the same rank.
+func checkNesting(t *testing.T, evs []trace.Event) {
+	t.Helper()
+	byTid := map[int][]trace.Event{}
+	var colls []trace.Event
+	for _, e := range evs {
+		if e.Ph != "X" {
+			continue
+		}
+		byTid[e.Tid] = append(byTid[e.Tid], e)
+		if e.Cat == "coll" {
+			colls = append(colls, e)
+		}
+	}
+	const slack = 1.0 // us: clock reads at span edges
+	for tid, spans := range byTid {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].Ts < spans[j].Ts })
+		for i := 1; i < len(spans); i++ {
+			prev, cur := spans[i-1], spans[i]
+			overlap := cur.Ts < prev.Ts+prev.Dur-slack
+			nested := cur.Ts+cur.Dur <= prev.Ts+prev.Dur+slack
+			require.True(t, !overlap || nested, "track %d: %s at %.1f overlaps %s", tid, cur.Name, cur.Ts, prev.Name)
+		}
+		if tid < 1000 {
+			continue
+		}
+		for _, s := range spans {
+			inside := false
+			for _, c := range colls {
+				if s.Ts >= c.Ts-slack && s.Ts+s.Dur <= c.Ts+c.Dur+slack {
+					inside = true
+				}
+			}
+			require.True(t, inside, "link span %s at %.1f is outside every collective", s.Name, s.Ts)
+		}
+	}
+}
+
+func TestStuckRankShowsInEveryDump(t *testing.T) {
+	const world = 3
+	comms := local(t, world, goccl.WithAlgo("ring"))
+	ctx := context.Background()
+	// Everyone does one collective, then rank 2 stops calling.
+	errs := runRanks(comms, func(c *goccl.Comm) error { return c.Barrier(ctx) })
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	works := make([]*goccl.Work, 2)
+	for r := range 2 {
+		xs := make([]float32, 1<<10)
+		works[r] = comms[r].AllReduceAsync(ctx, goccl.HostSlice(xs), goccl.HostSlice(xs), len(xs), goccl.Float32, goccl.Sum)
+	}
+	// Wait until both have published their progress and are blocked.
+	deadline := time.Now().Add(10 * time.Second)
+	var dumps [2]string
+	for time.Now().Before(deadline) {
+		ok := true
+		for r := range 2 {
+			dumps[r] = comms[r].DumpFlightRecord()
+			ok = ok && strings.Contains(dumps[r], "behind: rank 2")
+		}
+		if ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for r := range 2 {
+		require.Contains(t, dumps[r], "running", "rank %d dump:\n%s", r, dumps[r])
+		require.Contains(t, dumps[r], "behind: rank 2", "rank %d dump:\n%s", r, dumps[r])
+		require.Contains(t, dumps[r], "never called #2", "rank %d dump:\n%s", r, dumps[r])
+	}
+	// Rank 0 (whose ring predecessor is rank 2) is blocked on it directly.
+	require.Contains(t, dumps[0], "waiting on rank 2 (recv", dumps[0])
+	for r := range 2 {
+		comms[r].Abort(fmt.Errorf("test over"))
+		require.Error(t, works[r].Wait(ctx))
+	}
+}
+
+func TestStatsCount(t *testing.T) {
+	comms := local(t, 2, goccl.WithAlgo("tree"))
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		xs := make([]float64, 100)
+		for i := 0; i < 5; i++ {
+			if err := goccl.AllReduceSlice(context.Background(), c, xs, goccl.Sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	s := comms[0].Stats()
+	require.Equal(t, uint64(5), s.Ops)
+	require.Equal(t, uint64(5), s.ByAlgo["tree"].Calls)
+	require.Equal(t, uint64(5*800), s.ByAlgo["tree"].Bytes)
+	require.Equal(t, 1, s.Transport["inmem"].Links)
+	require.NotZero(t, s.Transport["inmem"].Sent)
+}
