@@ -49,6 +49,8 @@ type opPeers struct {
 func (p *opPeers) Rank() int                    { return p.c.rank }
 func (p *opPeers) Size() int                    { return p.c.size }
 func (p *opPeers) Link(peer int) transport.Conn { return p.c.links[peer] }
+func (p *opPeers) Host(r int) string            { return p.c.PeerHost(r) }
+func (p *opPeers) Transport(r int) string       { return p.c.TransportOf(r) }
 func (p *opPeers) Header(tag uint32) transport.Header {
 	h := p.hdr
 	h.Tag = tag

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/rendezvous"
@@ -35,13 +34,6 @@ type peerRecord struct {
 // autoTransports is what "auto" expands to, in order of preference.
 var autoTransports = []string{"shm", "rdma", "tcp"}
 
-// initCounts numbers the communicators this process creates per store and name, so the
-// n-th Init of every rank (process or goroutine) lands on the same keys.
-var (
-	initMu     sync.Mutex
-	initCounts = map[string]int{}
-)
-
 // Init creates the communicator described by cfg: it reaches the rendezvous store,
 // publishes this rank, learns its peers, chooses a transport per peer pair and
 // connects to every peer. It is bounded by cfg.InitTimeout. If any rank fails, every
@@ -59,12 +51,15 @@ func Init(ctx context.Context, cfg Config) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	initMu.Lock()
-	key := fmt.Sprintf("%p/%s/%s/%d", cfg.StoreClient, cfg.Store, cfg.Name, cfg.Rank)
-	n := initCounts[key]
-	initCounts[key]++
-	initMu.Unlock()
-	id := fmt.Sprintf("%s.%d", cfg.Name, n)
+	// The n-th Init of each rank on this store joins the n-th communicator of this name.
+	n, err := store.Add(ctx, fmt.Sprintf("goccl/%s/inits/%d", cfg.Name, cfg.Rank), 1)
+	if err != nil {
+		if closeStore != nil {
+			closeStore.Close()
+		}
+		return nil, fmt.Errorf("goccl: rank %d: rendezvous: %w", cfg.Rank, err)
+	}
+	id := fmt.Sprintf("%s.%d", cfg.Name, n-1)
 	c, err := newComm(ctx, cfg, store, id)
 	if err != nil {
 		if closeStore != nil {

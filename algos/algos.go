@@ -44,3 +44,12 @@ type Algorithm interface {
 	// Run executes the collective; every rank of Peers calls it with matching Args.
 	Run(ctx context.Context, p Peers, a *Args) error
 }
+
+// Topology is an optional Peers ability: where each rank lives, for hierarchical
+// algorithms. Ranks with equal Host strings share a host (and usually shared memory).
+type Topology interface {
+	// Host is the host identity of rank r (group-local numbering).
+	Host(r int) string
+	// Transport names the transport of the link to rank r ("self" for Rank()).
+	Transport(r int) string
+}

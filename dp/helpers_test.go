@@ -3,8 +3,8 @@ package dp_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +12,6 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/dp"
-	"github.com/goccl/goccl/dp/dptest"
 	"github.com/goccl/goccl/dp/mlp"
 )
 
@@ -20,9 +19,6 @@ import (
 // transport), closed when the test ends.
 func ranks(t *testing.T, world int) []dp.Collectives {
 	t.Helper()
-	if useFake {
-		return dptest.Fake(world)
-	}
 	// A name per call: goccl numbers communicators per (store address, name, rank), and
 	// a new MemStore may reuse a collected one's address (see .proposals/dp.md).
 	name := fmt.Sprintf("dp-test-%d", worlds.Add(1))
@@ -37,10 +33,6 @@ func ranks(t *testing.T, world int) []dp.Collectives {
 }
 
 var worlds atomic.Int64
-
-// useFake: TEMPORARY while goccl.InitLocal is being finished (it hangs for world > 1
-// at the moment): run on dptest.Fake instead.
-const useFake = false
 
 // parallel runs fn on every rank and returns the errors by rank.
 func parallel(world int, fn func(r int) error) []error {
