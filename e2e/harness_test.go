@@ -260,12 +260,12 @@ func shmEntries(t *testing.T) map[string]bool {
 	return out
 }
 
-// newShm returns the segment names of communicator comm present now that were not in
-// before (other jobs on this machine may own the rest).
+// newShm returns the segment names of communicator comm (an id, or a name prefix of ids)
+// present now that were not in before (other jobs on this machine may own the rest).
 func newShm(t *testing.T, before map[string]bool, comm string) []string {
 	var out []string
 	for n := range shmEntries(t) {
-		if !before[n] && strings.HasPrefix(n, "goccl-shm-"+comm+"-") {
+		if !before[n] && strings.HasPrefix(n, "goccl-shm-"+comm) {
 			out = append(out, n)
 		}
 	}
