@@ -2,10 +2,7 @@ package goccl
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/nccl/cuda"
@@ -72,9 +69,7 @@ func (c *Comm) runCollective(ctx context.Context, w *Work, k call) error {
 	if err == nil {
 		return nil
 	}
-	err = c.explain(err, hdr)
-	c.abortPeers(hdr, err)
-	return err
+	return c.failOp(ctx, hdr, err)
 }
 
 func (c *Comm) doCollective(ctx context.Context, w *Work, k call, hdr transport.Header) error {
@@ -171,99 +166,4 @@ func (c *Comm) hostBuffers(ctx context.Context, send, recv Buffer) (s, r []byte,
 		return nil
 	}
 	return s, r, finish, nil
-}
-
-// Abort codes carried in the Count field of a control frame.
-const (
-	abortTag          = 0xffffffff
-	abortInvalid      = 1
-	abortMismatch     = 2
-	abortPeer         = 3
-	abortTimeout      = 4
-	abortClosed       = 5
-	abortOther        = 6
-	abortNotSupported = 7
-)
-
-var abortNames = map[uint64]string{abortInvalid: "invalid argument", abortMismatch: "collective mismatch",
-	abortPeer: "peer failure", abortTimeout: "timeout", abortClosed: "closed", abortOther: "error",
-	abortNotSupported: "not supported"}
-
-func abortCode(err error) uint64 {
-	switch {
-	case errors.Is(err, transport.ErrInvalid):
-		return abortInvalid
-	case errors.Is(err, transport.ErrMismatch):
-		return abortMismatch
-	case errors.Is(err, transport.ErrPeer):
-		return abortPeer
-	case errors.Is(err, transport.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return abortTimeout
-	case errors.Is(err, transport.ErrClosed):
-		return abortClosed
-	case errors.Is(err, transport.ErrNotSupported):
-		return abortNotSupported
-	}
-	return abortOther
-}
-
-// abortPeers tells every peer that this rank failed operation hdr, so ranks blocked on
-// it fail at once (and tell their peers in turn) instead of waiting for the timeout.
-func (c *Comm) abortPeers(hdr transport.Header, cause error) {
-	origin, code := c.rank, abortCode(cause)
-	var ra *remoteAbort
-	if errors.As(cause, &ra) {
-		origin, code = ra.origin, ra.code
-	}
-	h := transport.Header{Seq: hdr.Seq, Tag: abortTag, Fp: transport.Fingerprint{Kind: transport.KindControl,
-		Count: code, Root: int32(origin)}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for peer, l := range c.links {
-		if l == nil {
-			continue
-		}
-		var pe *transport.PeerError
-		if errors.As(cause, &pe) && pe.Peer == peer {
-			continue // that link is gone
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.Send(ctx, h, nil)
-		}()
-	}
-	wg.Wait()
-}
-
-// remoteAbort is the error of a rank whose peer failed the operation first.
-type remoteAbort struct {
-	rank, origin int
-	host         string
-	code         uint64
-	hdr          transport.Header
-}
-
-func (e *remoteAbort) Error() string {
-	return fmt.Sprintf("goccl: rank %d: %s op #%d: rank %d (host %s) failed this operation (%s); see its error",
-		e.rank, e.hdr.Fp.Kind, e.hdr.Seq, e.origin, e.host, abortNames[e.code])
-}
-
-func (e *remoteAbort) Unwrap() error {
-	if e.code == abortMismatch {
-		return transport.ErrMismatch
-	}
-	return transport.ErrPeer
-}
-
-// explain turns "a peer sent a control frame" into the failure that peer reported,
-// keeping the rank where it started so the cascade names the first failure.
-func (c *Comm) explain(err error, hdr transport.Header) error {
-	var mm *transport.MismatchError
-	if errors.As(err, &mm) && mm.Got.Fp.Kind == transport.KindControl && mm.Got.Tag == abortTag {
-		origin := int(mm.Got.Fp.Root)
-		return &remoteAbort{rank: c.rank, origin: origin, host: c.PeerHost(origin), code: mm.Got.Fp.Count, hdr: hdr}
-	}
-	return err
 }

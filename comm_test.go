@@ -292,3 +292,29 @@ func TestWorldSizeDisagreement(t *testing.T) {
 	}
 	require.Contains(t, errs[0].Error(), "world size")
 }
+
+func TestSendRecvInPlace(t *testing.T) {
+	const world = 3
+	comms := local(t, world)
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		r := c.Rank()
+		buf := make([]int64, 1031)
+		for i := range buf {
+			buf[i] = int64(r*100000 + i)
+		}
+		b := goccl.HostSlice(buf)
+		if err := c.SendRecv(context.Background(), b, (r+1)%world, b, (r+world-1)%world, len(buf), goccl.Int64); err != nil {
+			return err
+		}
+		p := (r + world - 1) % world
+		for i, x := range buf {
+			if x != int64(p*100000+i) {
+				return fmt.Errorf("rank %d: buf[%d] = %d, want %d", r, i, x, p*100000+i)
+			}
+		}
+		return nil
+	})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}

@@ -154,7 +154,8 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	c.sel.Store(sel)
 	c.log = newLogger(cfg, c.rank)
 	if err := c.wire(ctx); err != nil {
-		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("rank %d: %v", c.rank, err)))
+		// The code keeps the failure's sentinel for the other ranks (ErrAuth stays ErrAuth).
+		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("%d rank %d: %v", abortCode(err), c.rank, err)))
 		c.release()
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (c *Comm) wire(ctx context.Context) error {
 	// Any rank that fails Init posts init/abort; the others stop waiting at once.
 	go func() {
 		if msg, err := c.store.Get(ctx, "init/abort"); err == nil {
-			cancel(fmt.Errorf("goccl: %w: %s", transport.ErrPeer, msg))
+			cancel(initAbortErr(msg))
 		}
 	}()
 	if err := c.claimRank(ctx); err != nil {
@@ -323,4 +324,19 @@ func (c *Comm) readPeers(ctx context.Context) error {
 		c.peers[r] = p
 	}
 	return nil
+}
+
+// initAbortErr rebuilds another rank's Init failure from its init/abort message
+// ("<code> rank N: ..."), keeping its sentinel so errors.Is works on every rank.
+func initAbortErr(msg []byte) error {
+	code, rest, _ := strings.Cut(string(msg), " ")
+	n, err := strconv.ParseUint(code, 10, 64)
+	sentinel, ok := abortErrs[n]
+	if err != nil || !ok {
+		return fmt.Errorf("goccl: %w: %s", transport.ErrPeer, msg)
+	}
+	if sentinel != transport.ErrPeer {
+		return fmt.Errorf("goccl: %w: %w: %s", transport.ErrPeer, sentinel, rest)
+	}
+	return fmt.Errorf("goccl: %w: %s", transport.ErrPeer, rest)
 }

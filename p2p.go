@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -54,6 +55,10 @@ func (c *Comm) runP2P(ctx context.Context, send Buffer, sendPeer int, recv Buffe
 	sb, rb, finish, err := c.hostBuffers(ctx, send, recv)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: sendrecv: %w", c.rank, err)
+	}
+	if sendPeer >= 0 && recvPeer >= 0 && n > 0 && overlaps(sb[:n], rb[:n]) {
+		// In place: what goes out must be the data from before the receive lands.
+		sb = append([]byte(nil), sb[:n]...)
 	}
 	errc := make(chan error, 1)
 	if sendPeer >= 0 {
@@ -107,4 +112,10 @@ func (c *Comm) checkP2P(send Buffer, sendPeer int, recv Buffer, recvPeer int, co
 		return bad("recv buffer is %d bytes, need %d (count %d x %d-byte %s)", recv.Len(), count*dt.Size(), count, dt.Size(), dt)
 	}
 	return nil
+}
+
+// overlaps reports whether two non-empty byte slices share memory.
+func overlaps(a, b []byte) bool {
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }

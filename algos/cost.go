@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,36 @@ type CostModel struct {
 	Beta       float64       // bytes per second one rank moves over one link direction
 	Gamma      float64       // bytes per second the reduce kernel combines (0 = free)
 	ChunkBytes int           // the pipelining unit algorithms use (0 = DefaultChunkBytes)
+
+	// Inter prices the links between hosts when the ranks span several; nil means every
+	// link is like this one (one host, or a flat network). Its Beta is what one host's
+	// network link moves per direction, shared by all of that host's ranks (a NIC); the
+	// fields above then price the links inside a host (shared memory, NVLink). Reduction
+	// happens on the ranks, so a zero Inter.Gamma takes this model's Gamma.
+	Inter *CostModel
+	// PerHost is how many consecutive ranks share a host (launchers place ranks that
+	// way); 0, or a value >= the world size, means one host. It only matters with Inter.
+	PerHost int
+}
+
+// HostModel returns the model of a communicator laid out as l, whose links inside a
+// host cost intra and links between hosts cost inter: intra itself on one host, inter
+// when every rank has a host of its own, and otherwise intra with Inter and PerHost set.
+func HostModel(intra, inter CostModel, l Layout) CostModel {
+	switch {
+	case l.Hosts <= 1:
+		return intra
+	case l.PerHost <= 1:
+		inter.Inter, inter.PerHost = nil, 0
+		if inter.Gamma <= 0 {
+			inter.Gamma = intra.Gamma
+		}
+		return inter
+	}
+	e := inter
+	e.Inter, e.PerHost = nil, 0
+	intra.Inter, intra.PerHost = &e, l.PerHost
+	return intra
 }
 
 // Default models: TCP on loopback or a LAN (15 us steps, 2 GB/s) and shared memory
@@ -40,7 +72,7 @@ func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (t
 	}
 	f, ok := formulas[alg]
 	if !ok {
-		return 0, fmt.Errorf("algos: %w: no cost formula for algorithm %q (have naive, ring, tree)", transport.ErrInvalid, alg)
+		return 0, fmt.Errorf("algos: %w: no cost formula for algorithm %q (have %s)", transport.ErrInvalid, alg, formulaNames())
 	}
 	for !natively(alg, kind) {
 		alg = fallbackOf(alg)
@@ -58,7 +90,7 @@ func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (t
 
 func (m CostModel) withDefaults() CostModel {
 	if m.Alpha <= 0 && m.Beta <= 0 {
-		m = CostModel{Alpha: TCPModel.Alpha, Beta: TCPModel.Beta, Gamma: m.Gamma, ChunkBytes: m.ChunkBytes}
+		m.Alpha, m.Beta = TCPModel.Alpha, TCPModel.Beta
 	}
 	if m.Beta <= 0 {
 		m.Beta = TCPModel.Beta
@@ -97,6 +129,7 @@ var nativeKinds = map[string][]transport.Kind{
 	"naive": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast, transport.KindAllGather,
 		transport.KindReduceScatter, transport.KindGather, transport.KindScatter, transport.KindAllToAll,
 		transport.KindBarrier, transport.KindSendRecv},
+	"hier": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast},
 }
 
 func natively(alg string, kind transport.Kind) bool {
@@ -108,11 +141,24 @@ func natively(alg string, kind transport.Kind) bool {
 	return false
 }
 
-var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost}
+var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost, "hier": hierCost}
+
+// formulaNames lists the algorithms Predict knows, for its error message.
+func formulaNames() string {
+	names := make([]string, 0, len(formulas))
+	for n := range formulas {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
 
 // ringCost: reduce-scatter and all-gather move (W-1)/W of the data in W-1 steps each;
 // Broadcast and Reduce are a pipelined chain, W-1 hops plus the pipeline's fill.
 func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	if l, h := m.split(w); h > 1 {
+		return ringHosts(m, kind, n, w, l, h)
+	}
 	wf := float64(w)
 	switch kind {
 	case transport.KindAllReduce:
@@ -136,6 +182,9 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 // steps; the busiest rank's bytes come from the actual tree shapes. Reduce and Broadcast
 // use a binomial tree whose root serves ceil(log2 W) children.
 func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	if l, h := m.split(w); h > 1 {
+		return treeHosts(m, kind, n, w, l)
+	}
 	lg := float64(bits.Len(uint(w - 1)))
 	switch kind {
 	case transport.KindAllReduce:
@@ -157,8 +206,16 @@ func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 // one after another, so its steps grow with W; data in and out of the root overlap on
 // full-duplex links.
 func naiveCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	if l, h := m.split(w); h > 1 {
+		return naiveHosts(m, kind, n, w, l)
+	}
+	return naiveSteps(m, kind, n, w, float64(w-1))
+}
+
+// naiveSteps is the naive cost when the root's exchanges with steps of its peers go
+// over links priced by m (so a root with peers behind two kinds of link pays the sum).
+func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float64) float64 {
 	wf := float64(w)
-	steps := wf - 1
 	switch kind {
 	case transport.KindAllReduce:
 		return 2*steps*m.a() + m.wire(steps*n) + m.red(steps*n)
@@ -211,4 +268,261 @@ func doubleTreeStats(w int) treeStats {
 	}
 	treeStatsCache.Store(w, s)
 	return s
+}
+
+// The rest of this file prices communicators that span hosts: ranks sit PerHost to a
+// host, consecutively, and links between hosts cost Inter.
+
+// split returns the ranks per host and the number of hosts for a world of w under m:
+// (w, 1) when m describes one host, (1, w) when every rank has a host of its own.
+func (m CostModel) split(w int) (perHost, hosts int) {
+	if m.Inter == nil || m.PerHost <= 0 || m.PerHost >= w {
+		return w, 1
+	}
+	return m.PerHost, (w + m.PerHost - 1) / m.PerHost
+}
+
+// flat is m without its host structure: the model of the links inside a host.
+func (m CostModel) flat() CostModel {
+	m.Inter, m.PerHost = nil, 0
+	return m
+}
+
+// inter is the model of the links between hosts, with m's reduce speed and chunk size
+// where it gives none (a zero Inter means TCPModel's alpha and beta, as for m itself).
+func (m CostModel) inter() CostModel {
+	if m.Inter == nil {
+		return m.flat()
+	}
+	e := *m.Inter
+	e.Inter, e.PerHost = nil, 0
+	if e.Gamma <= 0 {
+		e.Gamma = m.Gamma
+	}
+	if e.ChunkBytes <= 0 {
+		e.ChunkBytes = m.ChunkBytes
+	}
+	return e.withDefaults()
+}
+
+// worst has the larger latency and the smaller bandwidth of a and b, and a's reduce
+// speed and chunk: a step that crosses both kinds of link waits for the slower one.
+func worst(a, b CostModel) CostModel {
+	return CostModel{Alpha: max(a.Alpha, b.Alpha), Beta: math.Min(a.Beta, b.Beta), Gamma: a.Gamma, ChunkBytes: a.ChunkBytes}
+}
+
+// ringHosts: consecutive ranks per host means the ring leaves and enters each host
+// once, one flow per direction on each host's network link. Reduce-scatter and
+// all-gather steps move in lockstep (a step forwards what the previous one delivered),
+// so each costs the slower link's latency and bandwidth. The chains of Broadcast and
+// Reduce are pipelined: the first chunk pays every hop's latency and transfer (h-1 of
+// the w-1 hops cross hosts), the rest of the message follows at the slowest hop's rate.
+func ringHosts(m CostModel, kind transport.Kind, n float64, w, l, h int) float64 {
+	i, e := m.flat(), m.inter()
+	if l == 1 {
+		return ringCost(e, kind, n, w)
+	}
+	switch kind {
+	case transport.KindBroadcast, transport.KindReduce:
+		c := i.chunk(n)
+		t := float64(w-h)*(i.a()+i.wire(c)) + float64(h-1)*(e.a()+e.wire(c)) + (n-c)/math.Min(i.Beta, e.Beta)
+		if kind == transport.KindReduce {
+			t += i.red(n + float64(w-2)*c)
+		}
+		return t
+	}
+	return ringCost(worst(i, e), kind, n, w)
+}
+
+// treeHosts prices the trees from their real shapes: the costliest root-to-leaf path
+// (a cross-host edge costs Inter's alpha), the busiest rank's host-local bytes against
+// the busiest host's network bytes (a host's ranks share its link), and the busiest
+// reducer; the double tree's pipeline fill runs at the slower bandwidth.
+func treeHosts(m CostModel, kind transport.Kind, n float64, w, l int) float64 {
+	i, e := m.flat(), m.inter()
+	if l == 1 {
+		return treeCost(e, kind, n, w)
+	}
+	switch kind {
+	case transport.KindAllReduce:
+		ld := hostLoadOf(shapeDouble, w, l)
+		half := n / 2
+		fill := 2 * float64(ld.depth) * i.chunk(half) / math.Min(i.Beta, e.Beta)
+		return 2*ld.path(i, e) + math.Max(i.wire(ld.rank*half), e.wire(ld.nic*half)) + fill + i.red(ld.red*half)
+	case transport.KindReduce:
+		ld := hostLoadOf(shapeUp, w, l)
+		return ld.path(i, e) + math.Max(i.wire(ld.rank*n), e.wire(ld.nic*n)) + i.red(ld.red*n)
+	case transport.KindBroadcast:
+		ld := hostLoadOf(shapeDown, w, l)
+		return ld.path(i, e) + math.Max(i.wire(ld.rank*n), e.wire(ld.nic*n))
+	case transport.KindBarrier:
+		return 2 * hostLoadOf(shapeUp, w, l).path(i, e)
+	}
+	return math.Inf(1)
+}
+
+// naiveHosts: the root (a host's first rank) serves l-1 peers over host-local links
+// and w-l over its network link, one after another.
+func naiveHosts(m CostModel, kind transport.Kind, n float64, w, l int) float64 {
+	i, e := m.flat(), m.inter()
+	switch {
+	case l == 1:
+		return naiveCost(e, kind, n, w)
+	case kind == transport.KindSendRecv:
+		return naiveCost(worst(i, e), kind, n, w)
+	}
+	return naiveSteps(i, kind, n, w, float64(l-1)) + naiveSteps(e, kind, n, w, float64(w-l))
+}
+
+// hierCost prices algos/hier: a reduce inside each host to its leader, an AllReduce
+// among the leaders over the network, a broadcast inside each host (Reduce keeps the
+// first two phases, Broadcast the last two). Each phase runs ring or tree, whichever
+// PhaseAlgo finds faster, exactly as the algorithm chooses.
+func hierCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	l, h := m.split(w)
+	i, e := m.flat(), m.inter()
+	phase := func(pm CostModel, k transport.Kind, size int) float64 {
+		if size <= 1 {
+			return 0
+		}
+		if phaseAlgo(pm, k, n, size) == "tree" {
+			return treeCost(pm, k, n, size)
+		}
+		return ringCost(pm, k, n, size)
+	}
+	switch kind {
+	case transport.KindAllReduce:
+		return phase(i, transport.KindReduce, l) + phase(e, transport.KindAllReduce, h) + phase(i, transport.KindBroadcast, l)
+	case transport.KindReduce:
+		return phase(i, transport.KindReduce, l) + phase(e, transport.KindReduce, h)
+	case transport.KindBroadcast:
+		return phase(e, transport.KindBroadcast, h) + phase(i, transport.KindBroadcast, l)
+	}
+	return math.Inf(1)
+}
+
+// PhaseAlgo returns "ring" or "tree", whichever m predicts is faster for kind on bytes
+// over world ranks on one host (ring on ties). Hierarchical algorithms choose each of
+// their phases with it, so the cost model and the algorithm agree on what runs.
+func PhaseAlgo(m CostModel, kind transport.Kind, bytes, world int) string {
+	return phaseAlgo(m.flat().withDefaults(), kind, float64(bytes), world)
+}
+
+func phaseAlgo(m CostModel, kind transport.Kind, n float64, w int) string {
+	if treeCost(m, kind, n, w) < ringCost(m, kind, n, w) {
+		return "tree"
+	}
+	return "ring"
+}
+
+// Tree shapes hostLoadOf walks.
+const (
+	shapeDouble = iota // NCCL's double binary tree, each half up and down (AllReduce)
+	shapeUp            // binomial tree rooted at 0, towards the root (Reduce, Barrier)
+	shapeDown          // binomial tree rooted at 0, away from the root (Broadcast)
+)
+
+// hostLoad is what a tree shape asks of the links when ranks sit l to a host, counted
+// in payloads (half the buffer for the double tree, all of it for the binomial tree).
+type hostLoad struct {
+	paths          []edgeCount // distinct root-to-rank paths, by kind of edge
+	depth          int         // edges on the longest path
+	rank, nic, red float64     // busiest rank's host-local payloads (in or out), busiest host link, busiest reducer
+}
+
+type edgeCount struct{ intra, inter int }
+
+// path is the latency of the costliest root-to-rank path.
+func (ld hostLoad) path(i, e CostModel) float64 {
+	worst := 0.0
+	for _, p := range ld.paths {
+		worst = max(worst, float64(p.intra)*i.a()+float64(p.inter)*e.a())
+	}
+	return worst
+}
+
+var hostLoadCache sync.Map // [3]int{shape, w, l} -> hostLoad
+
+// hostLoadOf walks shape over w ranks, l to a host, once per (shape, w, l): O(w log w).
+func hostLoadOf(sh, w, l int) hostLoad {
+	key := [3]int{sh, w, l}
+	if v, ok := hostLoadCache.Load(key); ok {
+		return v.(hostLoad)
+	}
+	var trees []func(int) shape.Node
+	if sh == shapeDouble {
+		nodes := make([][2]shape.Node, w)
+		for r := range w {
+			nodes[r] = shape.DoubleTree(w, r)
+		}
+		for t := range 2 {
+			trees = append(trees, func(r int) shape.Node { return nodes[r][t] })
+		}
+	} else {
+		nodes := make([]shape.Node, w)
+		for r := range w {
+			nodes[r] = shape.Binomial(w, 0, r)
+		}
+		trees = append(trees, func(r int) shape.Node { return nodes[r] })
+	}
+	up, down := sh != shapeDown, sh != shapeUp
+	hosts := (w + l - 1) / l
+	rankOut, rankIn, red := make([]float64, w), make([]float64, w), make([]float64, w)
+	nicOut, nicIn := make([]float64, hosts), make([]float64, hosts)
+	move := func(from, to int) {
+		if from/l == to/l {
+			rankOut[from]++
+			rankIn[to]++
+		} else {
+			nicOut[from/l]++
+			nicIn[to/l]++
+		}
+	}
+	var ld hostLoad
+	seen := map[edgeCount]bool{}
+	for _, at := range trees {
+		memo := make([]*edgeCount, w)
+		var walk func(r int) edgeCount
+		walk = func(r int) edgeCount {
+			if memo[r] != nil {
+				return *memo[r]
+			}
+			var ec edgeCount
+			if p := at(r).Parent; p >= 0 {
+				ec = walk(p)
+				if p/l == r/l {
+					ec.intra++
+				} else {
+					ec.inter++
+				}
+			}
+			memo[r] = &ec
+			return ec
+		}
+		for r := range w {
+			if p := at(r).Parent; p >= 0 {
+				if up {
+					move(r, p)
+					red[p]++
+				}
+				if down {
+					move(p, r)
+				}
+			}
+			ec := walk(r)
+			ld.depth = max(ld.depth, ec.intra+ec.inter)
+			if !seen[ec] {
+				seen[ec] = true
+				ld.paths = append(ld.paths, ec)
+			}
+		}
+	}
+	for r := range w {
+		ld.rank, ld.red = max(ld.rank, rankOut[r], rankIn[r]), max(ld.red, red[r])
+	}
+	for h := range hosts {
+		ld.nic = max(ld.nic, nicOut[h], nicIn[h])
+	}
+	hostLoadCache.Store(key, ld)
+	return ld
 }

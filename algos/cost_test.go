@@ -66,3 +66,129 @@ func TestPredictErrors(t *testing.T) {
 	tcp, _ := algos.TCPModel.Predict("ring", transport.KindAllReduce, 1<<20, 4)
 	require.LessOrEqual(t, z, tcp, "the zero model is TCP's alpha and beta without the reduce term")
 }
+
+// Models for the multi-host tests: NVLink-like links inside a host, a 100 Gb/s network
+// between hosts (what one host's NIC moves per direction).
+var (
+	nvlink = algos.CostModel{Alpha: 2 * time.Microsecond, Beta: 150e9, Gamma: 400e9}
+	ib100  = algos.CostModel{Alpha: 5 * time.Microsecond, Beta: 12.5e9}
+)
+
+func spanning(perHost int) algos.CostModel {
+	return algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 2, PerHost: perHost})
+}
+
+func TestHostModel(t *testing.T) {
+	require.Equal(t, nvlink, algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 1, PerHost: 8}), "one host: intra")
+	own := algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 4, PerHost: 1})
+	require.Nil(t, own.Inter, "a host per rank: every link is a network link")
+	require.Equal(t, ib100.Alpha, own.Alpha)
+	require.Equal(t, nvlink.Gamma, own.Gamma, "the ranks still reduce at the intra model's speed")
+	m := spanning(8)
+	require.NotNil(t, m.Inter)
+	require.Equal(t, 8, m.PerHost)
+	require.Equal(t, nvlink.Alpha, m.Alpha)
+	require.Equal(t, ib100.Beta, m.Inter.Beta)
+
+	require.Equal(t, algos.Layout{Hosts: 2, PerHost: 3}, algos.LayoutOf([]string{"a", "a", "b", "a", "b"}))
+	require.True(t, algos.LayoutOf([]string{"a", "a", "b"}).Spans())
+	require.False(t, algos.LayoutOf([]string{"a", "b", "c"}).Spans(), "one rank per host: nothing to keep local")
+	require.False(t, algos.LayoutOf([]string{"a", "a"}).Spans(), "one host")
+}
+
+// TestPredictAcrossHosts checks the multi-host formulas against closed forms worked out
+// by hand for each shape (W ranks, L per host, H hosts, c the chunk).
+func TestPredictAcrossHosts(t *testing.T) {
+	ai, bi, g := nvlink.Alpha.Seconds(), nvlink.Beta, nvlink.Gamma
+	ae, be := ib100.Alpha.Seconds(), ib100.Beta
+	c := float64(algos.DefaultChunkBytes)
+	for _, tc := range []struct{ w, l int }{{16, 8}, {1024, 8}, {12, 4}, {9, 4}} {
+		m := spanning(tc.l)
+		w, l := float64(tc.w), float64(tc.l)
+		h := float64((tc.w + tc.l - 1) / tc.l)
+		for _, n := range []float64{0, 8, 1 << 20, 1 << 30} {
+			check := func(alg string, k transport.Kind, want float64) {
+				t.Helper()
+				got, err := m.Predict(alg, k, int(n), tc.w)
+				require.NoError(t, err)
+				require.InDelta(t, want, got.Seconds(), 1e-9*max(1, want), "%s %s w=%d l=%d n=%g", alg, k, tc.w, tc.l, n)
+			}
+			// Ring AllReduce: every step waits for the slower link.
+			check("ring", transport.KindAllReduce, 2*(w-1)*max(ai, ae)+2*(w-1)/w*n/min(bi, be)+(w-1)/w*n/g)
+			// Ring Broadcast: a pipelined chain with H-1 of its W-1 hops across hosts.
+			cn := min(n, c)
+			check("ring", transport.KindBroadcast, (w-h)*(ai+cn/bi)+(h-1)*(ae+cn/be)+(n-cn)/min(bi, be))
+			// Naive Reduce: the root takes L-1 messages over the host and W-L over the NIC.
+			check("naive", transport.KindReduce, (l-1)*(ai+n/bi+n/g)+(w-l)*(ae+n/be+n/g))
+		}
+	}
+	// The binomial broadcast from rank 0 over 2 hosts of 2: 0->2 crosses, 0->1 and 2->3
+	// stay; the deepest path is 0->2->3 and every link carries the message once.
+	m := spanning(2)
+	for _, n := range []float64{0, 4096, 1 << 26} {
+		got, err := m.Predict("tree", transport.KindBroadcast, int(n), 4)
+		require.NoError(t, err)
+		require.InDelta(t, ae+ai+max(n/bi, n/be), got.Seconds(), 2e-9, "n=%g", n)
+	}
+}
+
+// TestPredictHierPhases: hier is the sum of its phases, each priced as the flat ring or
+// tree that PhaseAlgo picks.
+func TestPredictHierPhases(t *testing.T) {
+	intra, inter := nvlink, ib100
+	inter.Gamma = nvlink.Gamma
+	for _, tc := range []struct{ w, l int }{{16, 8}, {64, 8}, {1024, 8}, {10, 4}, {6, 2}} {
+		m := spanning(tc.l)
+		h := (tc.w + tc.l - 1) / tc.l
+		for _, n := range []int{0, 8, 64 << 10, 1 << 20, 256 << 20} {
+			ph := func(pm algos.CostModel, k transport.Kind, size int) time.Duration {
+				alg := algos.PhaseAlgo(pm, k, n, size)
+				d, err := pm.Predict(alg, k, n, size)
+				require.NoError(t, err)
+				return d
+			}
+			want := ph(intra, transport.KindReduce, tc.l) + ph(inter, transport.KindAllReduce, h) + ph(intra, transport.KindBroadcast, tc.l)
+			got, err := m.Predict("hier", transport.KindAllReduce, n, tc.w)
+			require.NoError(t, err)
+			require.InDelta(t, want.Seconds(), got.Seconds(), 4e-9, "w=%d l=%d n=%d", tc.w, tc.l, n)
+		}
+	}
+}
+
+// TestPredictScale: every algorithm has a finite, size-monotone prediction for every
+// collective up to W = 1024 across hosts, and the shapes of the answers are the
+// textbook ones: at W = 1024 (8 per host) a small AllReduce takes the ring 2(W-1)
+// network-latency steps and hier only 2(H-1), so hier is far faster; the ring's latency
+// grows linearly with W, hier's with the number of hosts.
+func TestPredictScale(t *testing.T) {
+	m := spanning(8)
+	for _, name := range []string{"ring", "tree", "naive", "hier"} {
+		for _, k := range transport.Kinds {
+			for _, w := range []int{2, 8, 9, 16, 100, 1024} {
+				prev := time.Duration(-1)
+				for _, n := range []int{0, 8, 4 << 10, 1 << 20, 64 << 20, 1 << 30} {
+					got, err := m.Predict(name, k, n, w)
+					require.NoError(t, err)
+					require.GreaterOrEqual(t, got, prev, "%s %s w=%d", name, k, w)
+					require.Less(t, got, time.Duration(math.MaxInt64/2), "%s %s w=%d n=%d", name, k, w, n)
+					prev = got
+				}
+			}
+		}
+	}
+	ring, _ := m.Predict("ring", transport.KindAllReduce, 8, 1024)
+	hier, _ := m.Predict("hier", transport.KindAllReduce, 8, 1024)
+	require.Greater(t, float64(ring)/float64(hier), 5.0, "ring %v vs hier %v", ring, hier)
+	h64, _ := m.Predict("hier", transport.KindAllReduce, 8, 64)
+	r64, _ := m.Predict("ring", transport.KindAllReduce, 8, 64)
+	require.InDelta(t, 1023.0/63, float64(ring)/float64(r64), 0.5)
+	require.Less(t, float64(hier)/float64(h64), 1023.0/63/2, "hier grows with hosts, not ranks")
+	// Large messages are bandwidth-bound: the ring's 2(W-1)/W n over the NIC against
+	// hier's 2(H-1)/H n plus a reduce and a broadcast of n inside the host.
+	const n = 1 << 30
+	ringBig, _ := m.Predict("ring", transport.KindAllReduce, n, 1024)
+	hierBig, _ := m.Predict("hier", transport.KindAllReduce, n, 1024)
+	want := 2*float64(n)/12.5e9 + 2*float64(n)/150e9
+	require.InDelta(t, want, hierBig.Seconds(), 0.1*want)
+	require.InDelta(t, 2*float64(n)/12.5e9, ringBig.Seconds(), 0.1*2*float64(n)/12.5e9)
+}

@@ -18,6 +18,15 @@ import (
 // 64 MiB ring step has 64 chunks in flight to overlap sending with reducing.
 const DefaultChunkBytes = 512 << 10
 
+// EagerBytes is the largest message an algorithm may send without a receive running
+// concurrently on the same rank, provided no link then holds more than two such
+// messages unread. Every transport buffers that much without the receiver's help: a
+// TCP socket's send and receive buffers, the shm ring (64 KiB at least), inmem's queue,
+// rdma's credits. Algorithms run such small steps in the calling goroutine instead of
+// a sender and a receiver goroutine each, which is what small collectives spend most
+// of their time on otherwise.
+const EagerBytes = 16 << 10
+
 // Auto is the selector's name for "let the cost model choose".
 const Auto = "auto"
 

@@ -205,7 +205,8 @@ func Resolve(spec string, kind transport.Kind, bytes, world int, model CostModel
 //
 // Order: the spec's matching rule, else auto. Auto asks model.Predict for every
 // registered built-in algorithm that implements kind and takes the fastest (ties go to
-// ring, then tree, then naive). A configured algorithm that does not implement kind
+// ring, then tree, then naive); when model spans hosts (HostModel with several ranks on
+// a host) the hierarchical algorithm "hier" competes too, if it is registered. A configured algorithm that does not implement kind
 // falls back along tree -> ring -> naive (any other algorithm -> ring -> naive), skipping
 // unregistered ones; naive implements every collective.
 func (s *Spec) Resolve(kind transport.Kind, bytes, world int, model CostModel) (Algorithm, string, error) {
@@ -270,13 +271,28 @@ func (s *Spec) match(kind transport.Kind, bytes int) (string, string) {
 // preference orders the built-in algorithms for auto's ties.
 var preference = []string{"ring", "tree", "naive"}
 
+// hierName is the hierarchical algorithm (algos/hier), a candidate for auto only when
+// the model's ranks span hosts with more than one rank on a host (CostModel.Inter and
+// PerHost, see HostModel), last in preference so that it must be strictly faster.
+const hierName = "hier"
+
+// spansHosts reports whether world ranks under m sit on several hosts, several to one.
+func (m CostModel) spansHosts(world int) bool {
+	l, h := m.split(world)
+	return h > 1 && l > 1
+}
+
 func autoChoose(kind transport.Kind, bytes, world int, model CostModel) (Algorithm, string, error) {
 	type cand struct {
 		a Algorithm
 		t time.Duration
 	}
 	var cands []cand
-	for _, name := range preference {
+	names := preference
+	if model.spansHosts(world) {
+		names = append(names[:len(names):len(names)], hierName)
+	}
+	for _, name := range names {
 		a, err := Lookup(name)
 		if err != nil || !a.Supports(kind) {
 			continue

@@ -12,6 +12,10 @@
 # exposed = step - no-sync step for DDP (the same method), and for every stage the time the
 # training loop was blocked on communication, measured inside dp. Medians; slowest rank.
 # Needs Debian's torch: apt-get install -y python3-torch libopenblas0-pthread
+# Columns: step_ms, nosync_ms, exposed_ms = step - no-sync, exposed_frac = exposed/step;
+# comm_ms = PyTorch: a bare all_reduce of all gradients; goccl: time the communicator was
+# busy with the step's collectives; blocked_ms/_frac and hidden (goccl only) are measured
+# inside dp (time the loop waited on communication; 1 - blocked/comm).
 # Output: a TSV on stdout and in bench/ddp_vs_torch.tsv.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +34,7 @@ if ! $PY -c 'import torch' 2>/dev/null; then
 fi
 OBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread
 {
-  echo -e "# $(date -u +%FT%TZ) $(nproc) cores, GOMAXPROCS=${GOMAXPROCS:-default}, steps=$STEPS"
+  echo -e "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), GOMAXPROCS=${GOMAXPROCS:-default}, steps=$STEPS"
   echo -e "impl\tworld\tstage\tstep_ms\tnosync_ms\texposed_ms\texposed_frac\tcomm_ms\tblocked_ms\tblocked_frac\thidden"
   for w in $WORLDS; do
     if [[ $have_torch == 1 ]]; then
@@ -44,7 +48,9 @@ OBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread
       line=$(timeout 900 "$BIN" train --np "$w" --zero "$z" --dims 1024,1024,1024,1024,1024 --batch 64 \
         --steps "$STEPS" --warmup 3 --lr 1e-4 --bench --tsv | grep goccl_train)
       get() { sed -n "s/.*\t$1=\([^\t]*\).*/\1/p" <<<"$line"; }
-      echo -e "goccl_train\t$w\t$z\t$(get step_ms)\t$(get nosync_ms)\t$(get exposed_diff_ms)\t$(get exposed_diff_frac)\t$(get comm_ms)\t$(get exposed_ms)\t$(get exposed_frac)\t$(get hidden)"
+      diff="$(get nosync_ms)\t$(get exposed_diff_ms)\t$(get exposed_diff_frac)"
+      [[ $z != 0 ]] && diff="-\t-\t-" # no-sync timing is DDP only
+      echo -e "goccl_train\t$w\t$z\t$(get step_ms)\t$diff\t$(get comm_ms)\t$(get exposed_ms)\t$(get exposed_frac)\t$(get hidden)"
     done
   done
 } | tee "$OUT"

@@ -23,8 +23,9 @@ type Device interface {
 	Alloc(dt transport.DType, n int) (transport.Buffer, error)
 	// Free releases a buffer from Alloc; the buffer must not be used afterwards.
 	Free(b transport.Buffer)
-	// Upload copies host bytes into a device buffer; Download the other way.
+	// Upload copies host bytes into a device buffer.
 	Upload(ctx context.Context, dst transport.Buffer, src []byte) error
+	// Download copies a device buffer into host bytes.
 	Download(ctx context.Context, dst []byte, src transport.Buffer) error
 	// Zero sets n elements of dt to zero.
 	Zero(b transport.Buffer, dt transport.DType, n int) error

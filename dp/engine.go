@@ -374,8 +374,10 @@ func (e *Engine) ownGrads(ui int) transport.Buffer {
 	return mustView(e.grads, e.pt, u.off+e.ownOffset(u), u.per)
 }
 
-// Rank and World are this rank and the data-parallel world size.
-func (e *Engine) Rank() int  { return e.rank }
+// Rank is this rank in the data-parallel group.
+func (e *Engine) Rank() int { return e.rank }
+
+// World is the data-parallel world size.
 func (e *Engine) World() int { return e.world }
 
 // Stage is the ZeRO stage (0 = DDP).
@@ -387,14 +389,28 @@ func (e *Engine) DType() transport.DType { return e.pt }
 // Device is where the buffers live.
 func (e *Engine) Device() Device { return e.dev }
 
-// NumParams is the number of registered tensors; Spec returns one of them.
-func (e *Engine) NumParams() int     { return len(e.lay.specs) }
-func (e *Engine) Spec(i int) Spec    { s := e.lay.specs[i]; s.Init = nil; return s }
-func (e *Engine) NumLayers() int     { return len(e.lay.layers) }
+// NumParams is the number of registered tensors.
+func (e *Engine) NumParams() int { return len(e.lay.specs) }
+
+// Spec returns tensor i's registration (without its initial values).
+func (e *Engine) Spec(i int) Spec { s := e.lay.specs[i]; s.Init = nil; return s }
+
+// NumLayers is the number of layers the tensors were registered in.
+func (e *Engine) NumLayers() int { return len(e.lay.layers) }
+
+// LossScale is the factor to multiply the loss by before backward: the dynamic fp16
+// loss scale, or 1 for other types.
 func (e *Engine) LossScale() float32 { return e.lossScale }
-func (e *Engine) Steps() int         { return e.steps }
-func (e *Engine) SkippedSteps() int  { return e.skipped }
-func (e *Engine) AccumSteps() int    { return e.o.AccumSteps }
+
+// Steps is the number of optimizer updates applied (skipped fp16 steps not counted).
+func (e *Engine) Steps() int { return e.steps }
+
+// SkippedSteps is the number of fp16 steps skipped because of overflow.
+func (e *Engine) SkippedSteps() int { return e.skipped }
+
+// AccumSteps is the number of backward passes per optimizer step.
+func (e *Engine) AccumSteps() int { return e.o.AccumSteps }
+
 func (e *Engine) paramName(i int) string {
 	return fmt.Sprintf("%q (parameter %d)", e.lay.specs[i].Name, i)
 }

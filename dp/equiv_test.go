@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// maxRelDiff is max |a-b| / (|b| + floor) over all parameters.
+// maxDiff is max |a-b| over all parameters.
 func maxDiff(a, b [][]float32) (abs float64) {
 	for i := range a {
 		for j := range a[i] {

@@ -56,7 +56,7 @@ func (h *Host) Alloc(dt transport.DType, n int) (transport.Buffer, error) {
 // Free forgets the buffer (the garbage collector reclaims it).
 func (h *Host) Free(b transport.Buffer) { h.live.Add(-int64(b.Len())) }
 
-// Upload copies src into dst.
+// Upload copies src into dst; Download below goes the other way.
 func (h *Host) Upload(_ context.Context, dst transport.Buffer, src []byte) error {
 	if dst.Kind() != transport.Host || dst.Len() < len(src) {
 		return fmt.Errorf("dp: host: %w: upload %d bytes into a %d-byte %s buffer", transport.ErrInvalid, len(src), dst.Len(), kindName(dst))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,7 @@ type conn struct {
 	epoch    time.Time
 	desc     string
 	attached atomic.Bool // creator: the opener's pid has been checked
+	samePid  bool        // the peer is another goroutine rank of this process
 
 	// Sender state, touched only inside Send.
 	head, tailSeen uint64
@@ -65,6 +67,7 @@ func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn 
 		out: seg.dir(side), in: seg.dir(1 - side), readv: processVMReadv, epoch: time.Now(),
 	}
 	c.attached.Store(!seg.creator)
+	c.samePid = pid == os.Getpid()
 	e.links.Add(1)
 	c.desc = fmt.Sprintf("shm rank %d <-> rank %d (pid %d) via %s, rings 2x%d KiB, chunk %d KiB, single-copy %s from %d B",
 		c.self, c.peer, pid, seg.path, seg.ring>>10, e.opts.ChunkBytes>>10, e.opts.SingleCopy, e.opts.SingleCopyMin)
@@ -204,9 +207,20 @@ func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
 	return c.headSeen - c.tail, err
 }
 
-// await spins on ready for up to opts.Spin (yielding the CPU between polls when ranks
-// outnumber cores), then sleeps on the seq futex in livenessEvery slices, checking
+// await polls ready, then sleeps on the seq futex in livenessEvery slices, checking
 // between slices that the link, the context and the peer process are still alive.
+//
+// The poll has two phases. For pureSpin it only reloads the word: a peer running on
+// the other core answers within that, and a system call would only delay us. After
+// that, and from the start when ranks outnumber cores, every poll first yields the CPU
+// (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process;
+// for a peer process Gosched would only wake an idle thread of our runtime) until opts.Spin
+// is over. Spinning without yielding is what made small messages slow on a busy
+// machine: the kernel often wakes the peer on the spinning rank's core, where it then
+// waits for the spinner's time slice to end, so the round trip grew with the spin
+// (150 µs at shm.spin=50us, 720 µs at 1ms, against 9 µs without spinning; see
+// PERF-NOTES.md). A yielding poll hands that core over at once and still keeps the
+// CPU from going idle, whose wake-up costs 25-50 µs in a VM.
 func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint32) error {
 	if ready() {
 		return nil
@@ -219,10 +233,14 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 				return nil
 			}
 			if yield {
-				runtime.Gosched()
+				if c.samePid {
+					runtime.Gosched() // the peer is a goroutine of this process
+				}
 				osYield()
+			} else if i%64 == 0 && time.Since(start) > pureSpin {
+				yield = true
 			}
-			if i%64 == 0 {
+			if yield || i%64 == 0 {
 				if c.closed.Load() || c.broken.Load() != nil || ctx.Err() != nil ||
 					atomic.LoadUint32(c.seg.closedWord(1-c.side)) != 0 || time.Since(start) > c.opts.Spin {
 					break

@@ -22,6 +22,11 @@ import (
 // of these, and an idle rank wakes 200 times a second at most.
 const livenessEvery = 5 * time.Millisecond
 
+// pureSpin is how long a waiting rank polls without yielding before it starts to
+// yield between polls (see conn.await): about one cross-core cache-line round trip
+// plus the peer's work for a small message.
+const pureSpin = 2 * time.Microsecond
+
 type endpoint struct {
 	local transport.Local
 	opts  Options

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -55,10 +56,10 @@ type conn struct {
 	once    sync.Once
 }
 
-func newConn(self int, p transport.PeerInfo, socks []net.Conn, stripeMin int) *conn {
+func newConn(self int, p transport.PeerInfo, socks []net.Conn, stripeMin int, spin time.Duration) *conn {
 	c := &conn{
 		self: self, peer: p.Rank, host: p.Host, socks: socks, stripeMin: stripeMin,
-		br: bufio.NewReaderSize(socks[0], readBuf), quit: make(chan struct{}),
+		br: bufio.NewReaderSize(newSpinReader(socks[0], spin), readBuf), quit: make(chan struct{}),
 	}
 	c.desc = fmt.Sprintf("tcp %s->%s (rank %d->%d), %d sockets", socks[0].LocalAddr(), socks[0].RemoteAddr(), self, p.Rank, len(socks))
 	if n := len(socks); n > 1 {

@@ -23,5 +23,7 @@
 //	import _ "github.com/goccl/goccl/tcp" // registers "tcp"
 //
 // Settings (transport.Params): tcp.addr, tcp.sockets, tcp.bufsize, tcp.stripe_min,
-// tcp.handshake_timeout; see the Param constants.
+// tcp.handshake_timeout, tcp.spin; see the Param constants. A receive polls its socket
+// for tcp.spin (50 µs, yielding the CPU between polls) before it parks on the netpoller,
+// since a parked goroutine's wake-up costs more than a small message's flight.
 package tcp

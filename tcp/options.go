@@ -25,7 +25,14 @@ const (
 	ParamStripeMin = "tcp.stripe_min"
 	// ParamHandshakeTimeout bounds one socket's handshake ("10s").
 	ParamHandshakeTimeout = "tcp.handshake_timeout"
+	// ParamSpin is how long a receive polls its socket before it parks on the netpoller
+	// ("50us"; "0s" parks at once). A parked receive pays a thread wake-up when the data
+	// comes, 25-50 µs in a VM, against 10-15 µs for a small message's flight.
+	ParamSpin = "tcp.spin"
 )
+
+// maxSpin bounds tcp.spin: beyond it a rank burns CPU for nothing.
+const maxSpin = 10 * time.Millisecond
 
 // MaxSockets bounds tcp.sockets: more sockets than this only add overhead.
 const MaxSockets = 64
@@ -37,11 +44,13 @@ type Options struct {
 	BufSize          int
 	StripeMin        int
 	HandshakeTimeout time.Duration
+	Spin             time.Duration // poll before parking; 0 = park at once
 }
 
 // DefaultOptions are the settings used for absent Params.
 func DefaultOptions() Options {
-	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 256 << 10, HandshakeTimeout: 10 * time.Second}
+	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 256 << 10, HandshakeTimeout: 10 * time.Second,
+		Spin: 50 * time.Microsecond}
 }
 
 // ParseOptions reads the tcp.* Params. A malformed or out-of-range value is an error
@@ -80,6 +89,13 @@ func ParseOptions(p transport.Params) (Options, error) {
 			return o, fmt.Errorf("tcp: %w: %s=%q, want a positive duration like \"10s\"", transport.ErrInvalid, ParamHandshakeTimeout, v)
 		}
 		o.HandshakeTimeout = d
+	}
+	if v, ok := p[ParamSpin]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxSpin {
+			return o, fmt.Errorf("tcp: %w: %s=%q, want a duration between 0s and %v like \"50us\"", transport.ErrInvalid, ParamSpin, v, maxSpin)
+		}
+		o.Spin = d
 	}
 	return o, nil
 }

@@ -82,6 +82,11 @@ func TestOptions(t *testing.T) {
 		{tcp.ParamAddr, "127.0.0.1:0", true},
 		{tcp.ParamHandshakeTimeout, "1s", true},
 		{tcp.ParamHandshakeTimeout, "soon", false},
+		{tcp.ParamSpin, "0s", true},
+		{tcp.ParamSpin, "50us", true},
+		{tcp.ParamSpin, "-1us", false},
+		{tcp.ParamSpin, "1h", false},
+		{tcp.ParamSpin, "fast", false},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			_, err := tcp.ParseOptions(transport.Params{tc.key: tc.val})

@@ -372,7 +372,7 @@ func (e *endpoint) await(ctx context.Context, p transport.PeerInfo) (transport.C
 	}
 	s.claimed = true
 	e.mu.Unlock()
-	return newConn(e.local.Rank, p, s.socks, s.stripeMin), nil
+	return newConn(e.local.Rank, p, s.socks, s.stripeMin, e.opt.Spin), nil
 }
 
 // dial opens the sockets to a higher rank, retrying refused connections (the peer may
@@ -414,7 +414,7 @@ func (e *endpoint) dial(ctx context.Context, p transport.PeerInfo) (transport.Co
 		}
 		_ = c.SetDeadline(time.Time{})
 	}
-	return newConn(e.local.Rank, p, socks, e.opt.StripeMin), nil
+	return newConn(e.local.Rank, p, socks, e.opt.StripeMin, e.opt.Spin), nil
 }
 
 func (e *endpoint) dialOne(ctx context.Context, d *net.Dialer, addr string) (net.Conn, error) {

@@ -116,6 +116,9 @@ func recvChunks(ctx context.Context, p algos.Peers, peer int, phase uint8, buf [
 // and with bcast sends each finished chunk back to every rank's Recv.
 func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool, cs int) error {
 	rank, w := p.Rank(), p.Size()
+	if n := len(a.Send); n <= cs && n <= algos.EagerBytes {
+		return reduceAtSerial(ctx, p, a, root, bcast)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	if rank != root {
 		var sent algos.Progress
@@ -167,6 +170,47 @@ func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast
 		}
 	}
 	return g.Wait()
+}
+
+// reduceAtSerial is reduceAt for one small chunk, in the calling goroutine: the
+// messages are the same, but without a goroutine per peer, whose hand-offs would cost
+// more than the messages (see PERF-NOTES.md). Sends of at most algos.EagerBytes do not
+// wait for the receiver, so the order cannot deadlock.
+func reduceAtSerial(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool) error {
+	rank, w := p.Rank(), p.Size()
+	if rank != root {
+		if err := algos.Send(ctx, p, root, tag(phaseUp, 0), a.Send); err != nil {
+			return err
+		}
+		if !bcast {
+			return nil
+		}
+		return algos.Recv(ctx, p, root, tag(phaseDown, 0), a.Recv)
+	}
+	src := a.Send
+	for peer := range w {
+		if peer == root {
+			continue
+		}
+		if err := algos.RecvReduce(ctx, p, peer, tag(phaseUp, 0), a.DType, a.Op, a.Recv, src); err != nil {
+			return err
+		}
+		src = a.Recv
+	}
+	if err := reduce.Finish(a.DType, a.Op, a.Recv, w); err != nil {
+		return err
+	}
+	if !bcast {
+		return nil
+	}
+	for peer := range w {
+		if peer != root {
+			if err := algos.Send(ctx, p, peer, tag(phaseDown, 0), a.Recv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // toAll runs one goroutine per other rank; each is given that peer.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/reduce"
+	"github.com/goccl/goccl/transport"
 )
 
 // xfer is one step of one side of the ring pipeline: what the sender sends to the next
@@ -36,6 +37,9 @@ type pipe struct {
 }
 
 func (pp *pipe) run(ctx context.Context, sends, recvs []xfer) error {
+	if pp.serialOK(sends, recvs) {
+		return pp.serial(ctx, sends, recvs)
+	}
 	var fwd, rev algos.Progress // fwd: receiver -> sender; rev: sender -> receiver
 	g, ctx := errgroup.WithContext(ctx)
 	if len(sends) > 0 {
@@ -100,6 +104,76 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 				fwd.Advance()
 			}
 		}
+	}
+	return nil
+}
+
+// serialOK reports whether the pipeline may run in the calling goroutine: every step
+// is one message of at most algos.EagerBytes. Small collectives are latency-bound, and
+// two goroutines per call cost more than the messages themselves (each hand-off wakes
+// an idle thread of the Go runtime: about a third of an 8-byte AllReduce's CPU time
+// went there, see PERF-NOTES.md). It is deadlock-free because the serial order (below)
+// never has more than two messages unread on a link, which every transport buffers.
+func (pp *pipe) serialOK(sends, recvs []xfer) bool {
+	for _, list := range [2][]xfer{sends, recvs} {
+		for _, x := range list {
+			if len(x.buf) > pp.cs || len(x.buf) > algos.EagerBytes {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// serial runs single-message steps in one goroutine, preferring the next send whenever
+// its token is there and otherwise taking the next receive. Tokens are plain counters
+// here; the k-th wait still matches the k-th signal, as in sender and receiver. Every
+// rank's sends alternate with its receives, so a link holds at most two unread
+// messages at any time.
+func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
+	a := pp.a
+	var fwd, rev, fwdUsed, revUsed int // tokens given and taken, as in run
+	si, ri := 0, 0
+	for si < len(sends) || ri < len(recvs) {
+		if si < len(sends) && (!sends[si].wait || fwd > fwdUsed) {
+			x := sends[si]
+			if x.wait {
+				fwdUsed++
+			}
+			if err := algos.Send(ctx, pp.p, pp.next, algos.Tag(algos.TagRing, pp.phase, si), x.buf); err != nil {
+				return fmt.Errorf("step %d chunk 0: %w", si, err)
+			}
+			if x.signal {
+				rev++
+			}
+			si++
+			continue
+		}
+		if ri == len(recvs) || (recvs[ri].wait && rev <= revUsed) {
+			// Unreachable for the schedules in ring.go: say so instead of spinning.
+			return fmt.Errorf("%w: ring pipeline stalled at send %d/%d, receive %d/%d", transport.ErrInvalid, si, len(sends), ri, len(recvs))
+		}
+		x := recvs[ri]
+		if x.wait {
+			revUsed++
+		}
+		t := algos.Tag(algos.TagRing, pp.phase, ri)
+		var err error
+		if x.a != nil {
+			err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, x.buf, x.a)
+		} else {
+			err = algos.Recv(ctx, pp.p, pp.prev, t, x.buf)
+		}
+		if err == nil && x.finish {
+			err = reduce.Finish(a.DType, a.Op, x.buf, pp.p.Size())
+		}
+		if err != nil {
+			return fmt.Errorf("step %d chunk 0: %w", ri, err)
+		}
+		if x.signal {
+			fwd++
+		}
+		ri++
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		return half[s.tree][0] + lo, half[s.tree][0] + hi
 	}
 
+	if nchunks[0] == 1 && nchunks[1] == 1 && half[0][1]-half[0][0] <= algos.EagerBytes {
+		return allReduceSerial(ctx, p, a, nodes, sends, recvs, rng)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	for peer, list := range recvs {
 		schedule(list)
@@ -153,4 +156,87 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		})
 	}
 	return g.Wait()
+}
+
+// op is one message of allReduceSerial: a step of a link's schedule, its index on the
+// link (which its tag carries) and its direction on this rank.
+type op struct {
+	step
+	peer, k int
+	recv    bool
+}
+
+// allReduceSerial runs a single-chunk double-tree AllReduce in the calling goroutine,
+// which is what small ones are: latency, where goroutines and their hand-offs cost more
+// than the messages (see PERF-NOTES.md). Each link keeps its schedule and tags; this
+// rank's messages run in (slot, tree) order, receives before sends of the same slot
+// and tree, which respects every dependency of the concurrent version (a chunk goes
+// up after the children's parts came in; down after it came down or, at the root, was
+// reduced). It cannot deadlock: the smallest undelivered message in that order has
+// everything before it on both ends delivered, so its sender sends it (sends of at most
+// algos.EagerBytes never wait for the receiver) and its receiver then gets it.
+func allReduceSerial(ctx context.Context, p algos.Peers, a *algos.Args, nodes [2]shape.Node,
+	sends, recvs map[int][]step, rng func(step) (int, int)) error {
+	var ops []op
+	for peer, list := range recvs {
+		schedule(list)
+		for k, s := range list {
+			ops = append(ops, op{step: s, peer: peer, k: k, recv: true})
+		}
+	}
+	for peer, list := range sends {
+		schedule(list)
+		for k, s := range list {
+			ops = append(ops, op{step: s, peer: peer, k: k})
+		}
+	}
+	slices.SortFunc(ops, func(x, y op) int {
+		rx, ry := 0, 0
+		if !x.recv {
+			rx = 1
+		}
+		if !y.recv {
+			ry = 1
+		}
+		// Children's parts come in child order: the sum's order is fixed, as in allReduce.
+		return cmp.Or(cmp.Compare(x.slot, y.slot), cmp.Compare(x.tree, y.tree), cmp.Compare(rx, ry), cmp.Compare(x.child, y.child))
+	})
+	w := p.Size()
+	for _, o := range ops {
+		lo, hi := rng(o.step)
+		nd := nodes[o.tree]
+		t := tag(phaseAllReduce, o.k)
+		switch {
+		case o.recv && !o.up:
+			if err := algos.Recv(ctx, p, o.peer, t, a.Recv[lo:hi]); err != nil {
+				return fmt.Errorf("tree %d down, chunk 0: %w", o.tree, err)
+			}
+		case o.recv:
+			src := a.Send[lo:hi]
+			if o.child > 0 {
+				src = a.Recv[lo:hi]
+			}
+			if err := algos.RecvReduce(ctx, p, o.peer, t, a.DType, a.Op, a.Recv[lo:hi], src); err != nil {
+				return fmt.Errorf("tree %d up, chunk 0: %w", o.tree, err)
+			}
+			if o.child == len(nd.Children)-1 && nd.Parent < 0 {
+				if err := reduce.Finish(a.DType, a.Op, a.Recv[lo:hi], w); err != nil {
+					return err
+				}
+			}
+		default:
+			src := a.Recv[lo:hi]
+			if o.up && len(nd.Children) == 0 {
+				src = a.Send[lo:hi] // a leaf sends its input as is
+			}
+			if err := algos.Send(ctx, p, o.peer, t, src); err != nil {
+				dir := "down"
+				if o.up {
+					dir = "up"
+				}
+				return fmt.Errorf("tree %d %s, chunk 0: %w", o.tree, dir, err)
+			}
+		}
+	}
+	return nil
 }

@@ -93,6 +93,23 @@ func reduceTo(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		acc = algos.GetScratch(n)
 		defer algos.PutScratch(acc)
 	}
+	if n <= cs && n <= algos.EagerBytes {
+		// One chunk: serve the children in order, then pass the sum on, in this
+		// goroutine (small reduces are latency; see allReduceSerial).
+		for ci, child := range kids {
+			src := a.Send
+			if ci > 0 {
+				src = acc
+			}
+			if err := algos.RecvReduce(ctx, p, child, tag(phaseReduce, 0), a.DType, a.Op, acc, src); err != nil {
+				return err
+			}
+		}
+		if rank == a.Root {
+			return reduce.Finish(a.DType, a.Op, acc, w)
+		}
+		return sendAll(ctx, p, node.Parent, phaseReduce, acc, cs, nil)
+	}
 	done := make([]algos.Progress, len(kids))
 	g, ctx := errgroup.WithContext(ctx)
 	for ci, child := range kids {
@@ -130,6 +147,24 @@ func reduceTo(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 func broadcast(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	node := shape.Binomial(w, a.Root, rank)
+	if n := len(a.Recv); n <= cs && n <= algos.EagerBytes {
+		// One chunk: receive it, then forward it to each child, in this goroutine.
+		src := a.Send
+		if rank == a.Root {
+			algos.CopyDistinct(a.Recv, a.Send)
+		} else {
+			if err := algos.Recv(ctx, p, node.Parent, tag(phaseBroadcast, 0), a.Recv); err != nil {
+				return err
+			}
+			src = a.Recv
+		}
+		for _, child := range node.Children {
+			if err := sendAll(ctx, p, child, phaseBroadcast, src, cs, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var got *algos.Progress
 	src := a.Send
 	g, ctx := errgroup.WithContext(ctx)

@@ -46,6 +46,9 @@ func run() int {
 		// rank shows how it finds out by itself (as it must when ranks are on other hosts).
 		signal.Ignore(syscall.SIGTERM)
 	}
+	if d, err := time.ParseDuration(os.Getenv("E2E_DELAY")); err == nil && strconv.Itoa(cfg.Rank) == os.Getenv("E2E_DELAY_RANK") {
+		time.Sleep(d) // a late rank: the others wait in Init with their listeners open
+	}
 	ctx := context.Background()
 	start := time.Now()
 	comm, err := goccl.Init(ctx, cfg)

@@ -101,9 +101,13 @@ type exit struct {
 	err  error
 }
 
+// settleWindow is how long a plain rank failure waits for a signal death to blame.
+const settleWindow = 250 * time.Millisecond
+
 // Run serves the job's store, starts N ranks and waits for all of them. When one rank
 // fails (non-zero status or a signal) or ctx ends, the others get SIGTERM and, after
-// Grace, SIGKILL. The error names the first rank that failed (*RankError).
+// Grace, SIGKILL. The error names the rank that caused the failure (*RankError): a rank
+// killed by a signal is preferred over one that exited with an error just before.
 func Run(ctx context.Context, opt Options) error {
 	if opt.N < 1 {
 		return fmt.Errorf("launch: -n %d: need at least one rank", opt.N)
@@ -166,7 +170,7 @@ func Run(ctx context.Context, opt Options) error {
 			}
 		}
 	}
-	var kill <-chan time.Time
+	var kill, settle <-chan time.Time
 	stopping := false
 	stop := func() {
 		if !stopping {
@@ -194,11 +198,25 @@ func Run(ctx context.Context, opt Options) error {
 					e.err = &exec.ExitError{ProcessState: ps}
 				}
 			}
-			if e.err != nil && first == nil && !cancelled { // after a cancel, exits are ours
-				first = rankError(procs[e.rank], e.err)
-				first.Stopped = live
-				log.Info("launch: rank failed; stopping the job", "err", first.Error())
-				stop()
+			if e.err != nil && !cancelled && !stopping { // after a cancel or stop, exits are ours
+				re := rankError(procs[e.rank], e.err)
+				switch {
+				case first == nil && re.Code == -1:
+					// Killed by a signal nobody here sent: the cause. Stop the job now.
+					first = re
+					first.Stopped = live
+					log.Info("launch: rank failed; stopping the job", "err", first.Error())
+					stop()
+				case first == nil:
+					// A plain failure may be a survivor that noticed a killed peer first:
+					// give the killed rank's exit a moment to arrive and be blamed instead.
+					first = re
+					first.Stopped = live
+					settle = time.After(settleWindow)
+				case settle != nil && re.Code == -1:
+					re.Stopped = first.Stopped
+					first = re
+				}
 			}
 		case sig := <-opt.Signals:
 			if s, ok := sig.(syscall.Signal); ok {
@@ -207,6 +225,10 @@ func Run(ctx context.Context, opt Options) error {
 			}
 		case <-done:
 			done, cancelled = nil, true
+			stop()
+		case <-settle:
+			settle = nil
+			log.Info("launch: rank failed; stopping the job", "err", first.Error())
 			stop()
 		case <-kill:
 			signalAll(syscall.SIGKILL)

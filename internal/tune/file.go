@@ -1,0 +1,145 @@
+package tune
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+// Models maps a transport name ("shm", "tcp") to its calibrated cost model.
+type Models map[string]algos.CostModel
+
+// FileVersion is the layout version Save writes and Load accepts.
+const FileVersion = 1
+
+// File is what `goccl tune` writes: the models, and where and how they were measured.
+type File struct {
+	Version int                `json:"version"`
+	Created time.Time          `json:"created"`
+	Host    string             `json:"host,omitempty"`
+	World   int                `json:"world"` // ranks the models were measured with
+	Models  map[string]Model   `json:"models"`
+	Samples map[string][]Point `json:"samples,omitempty"` // the timings behind each model
+}
+
+// Model is one transport's CostModel in the file's units (nanoseconds, bytes/s).
+type Model struct {
+	AlphaNs    float64 `json:"alpha_ns"`
+	Beta       float64 `json:"beta_bytes_per_s"`
+	Gamma      float64 `json:"gamma_bytes_per_s"` // 0: reduction is free
+	ChunkBytes int     `json:"chunk_bytes,omitempty"`
+	// FitError is the worst relative error of the model over its samples.
+	FitError float64 `json:"fit_error,omitempty"`
+}
+
+// NewFile wraps models measured over world ranks for Save.
+func NewFile(m Models, world int) File {
+	host, _ := os.Hostname()
+	f := File{Version: FileVersion, Created: time.Now().UTC().Truncate(time.Second), Host: host, World: world,
+		Models: map[string]Model{}}
+	for name, cm := range m {
+		f.Models[name] = fromCost(cm)
+	}
+	return f
+}
+
+func fromCost(cm algos.CostModel) Model {
+	return Model{AlphaNs: float64(cm.Alpha.Nanoseconds()), Beta: cm.Beta, Gamma: cm.Gamma, ChunkBytes: cm.ChunkBytes}
+}
+
+// Cost is the model as the selector takes it.
+func (m Model) Cost() algos.CostModel {
+	return algos.CostModel{Alpha: time.Duration(m.AlphaNs), Beta: m.Beta, Gamma: m.Gamma, ChunkBytes: m.ChunkBytes}
+}
+
+// CostModels returns every model of the file as algos.CostModel.
+func (f File) CostModels() Models {
+	out := Models{}
+	for name, m := range f.Models {
+		out[name] = m.Cost()
+	}
+	return out
+}
+
+// Save writes f to path as indented JSON (through a temporary file and a rename, so a
+// reader never sees half a file).
+func Save(path string, f File) error {
+	if err := f.check(); err != nil {
+		return fmt.Errorf("tune: save %s: %w", path, err)
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("tune: save %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("tune: save %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("tune: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load reads a file written by Save. A file of another version, or with a model whose
+// numbers cannot be right (no bandwidth, negative latency), is an error naming the
+// transport and the field.
+func Load(path string) (File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("tune: load: %w", err)
+	}
+	var f File
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("tune: load %s: %w: not a goccl tune file: %v", path, transport.ErrInvalid, err)
+	}
+	if err := f.check(); err != nil {
+		return File{}, fmt.Errorf("tune: load %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (f File) check() error {
+	if f.Version != FileVersion {
+		return fmt.Errorf("%w: file version %d, this build reads version %d (rerun goccl tune)",
+			transport.ErrInvalid, f.Version, FileVersion)
+	}
+	if len(f.Models) == 0 {
+		return fmt.Errorf("%w: the file holds no models", transport.ErrInvalid)
+	}
+	names := make([]string, 0, len(f.Models))
+	for n := range f.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, n := range names {
+		m := f.Models[n]
+		switch {
+		case n == "":
+			errs = append(errs, errors.New("a model has no transport name"))
+		case !(m.AlphaNs >= 0) || m.AlphaNs > 1e12:
+			errs = append(errs, fmt.Errorf("model %q: alpha_ns=%v, want 0 <= alpha_ns <= 1e12", n, m.AlphaNs))
+		case !(m.Beta > 0) || m.Beta > 1e15:
+			errs = append(errs, fmt.Errorf("model %q: beta_bytes_per_s=%v, want a positive bandwidth up to 1e15", n, m.Beta))
+		case !(m.Gamma >= 0) || m.Gamma > 1e15:
+			errs = append(errs, fmt.Errorf("model %q: gamma_bytes_per_s=%v, want 0 (free) or a positive rate up to 1e15", n, m.Gamma))
+		case m.ChunkBytes < 0:
+			errs = append(errs, fmt.Errorf("model %q: chunk_bytes=%d, want 0 (default) or more", n, m.ChunkBytes))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", transport.ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}

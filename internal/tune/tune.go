@@ -1,0 +1,211 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/goccl/goccl/transport"
+)
+
+// Comm is what Calibrate needs of a communicator; *goccl.Comm has it. Every rank of
+// the communicator must call Calibrate at the same point of its sequence of operations.
+type Comm interface {
+	Rank() int
+	Size() int
+	TransportOf(peer int) string
+	SetAlgo(spec string) error
+	AllReduce(ctx context.Context, send, recv transport.Buffer, count int, dt transport.DType, op transport.Op) error
+}
+
+// Options bound a calibration. The zero value is the full sweep.
+type Options struct {
+	// Quick measures 3 sizes with ring and tree in well under a second (for Init).
+	Quick bool
+	// Sizes and Algos replace the sweep's (bytes, as algos.Bytes counts AllReduce).
+	Sizes []int
+	Algos []string
+	// PerPoint is the time spent timing one algorithm at one size (default 10 ms quick,
+	// 200 ms full); the iteration count is derived from a first timed call, identically
+	// on every rank.
+	PerPoint time.Duration
+	// MaxIters bounds the iterations per point (default 200 quick, 1000 full).
+	MaxIters int
+	// ChunkBytes is the communicator's pipelining unit (Config.ChunkBytes; 0 = default).
+	ChunkBytes int
+	// Restore is the algorithm spec to set again afterwards (default "auto").
+	Restore string
+}
+
+// Default sweeps.
+var (
+	quickSizes = []int{8, 64 << 10, 1 << 20}
+	quickAlgos = []string{"ring", "tree"}
+	fullSizes  = []int{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
+	fullAlgos  = []string{"ring", "tree", "naive"}
+)
+
+func (o Options) withDefaults() Options {
+	if o.Sizes == nil {
+		o.Sizes = fullSizes
+		if o.Quick {
+			o.Sizes = quickSizes
+		}
+	}
+	if o.Algos == nil {
+		o.Algos = fullAlgos
+		if o.Quick {
+			o.Algos = quickAlgos
+		}
+	}
+	if o.PerPoint <= 0 {
+		o.PerPoint = 200 * time.Millisecond
+		if o.Quick {
+			o.PerPoint = 10 * time.Millisecond
+		}
+	}
+	if o.MaxIters <= 0 {
+		o.MaxIters = 1000
+		if o.Quick {
+			o.MaxIters = 200
+		}
+	}
+	if o.Restore == "" {
+		o.Restore = "auto"
+	}
+	return o
+}
+
+// Result is a calibration: the fitted model of the communicator's transport, the
+// samples it was fitted to (identical on every rank) and its worst relative error.
+type Result struct {
+	World     int
+	Transport string
+	Models    Models
+	Samples   []Point
+	FitError  float64
+}
+
+// Calibrate times AllReduce (float32 sum) with each algorithm at each size and fits the
+// transport's cost model to the times; see the package comment. Every rank gets the
+// same Result. The communicator's algorithm spec is left at opts.Restore.
+func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
+	o := opts.withDefaults()
+	w := c.Size()
+	if w < 2 {
+		return Result{}, fmt.Errorf("tune: %w: calibration needs at least 2 ranks; this communicator has %d", transport.ErrInvalid, w)
+	}
+	name, err := linkTransport(c)
+	if err != nil {
+		return Result{}, err
+	}
+	maxBytes := 0
+	for _, n := range o.Sizes {
+		if n < 0 || n%4 != 0 {
+			return Result{}, fmt.Errorf("tune: %w: size %d bytes is not a whole number of float32 elements", transport.ErrInvalid, n)
+		}
+		maxBytes = max(maxBytes, n)
+	}
+	send, recv := make([]float32, maxBytes/4), make([]float32, maxBytes/4)
+	defer func() { _ = c.SetAlgo(o.Restore) }()
+	var pts []Point
+	for _, alg := range o.Algos {
+		if err := c.SetAlgo(alg); err != nil {
+			return Result{}, fmt.Errorf("tune: algorithm %q: %w", alg, err)
+		}
+		for _, n := range o.Sizes {
+			s, err := timePoint(ctx, c, o, send[:n/4], recv[:n/4])
+			if err != nil {
+				return Result{}, fmt.Errorf("tune: rank %d: timing %s at %d bytes: %w", c.Rank(), alg, n, err)
+			}
+			pts = append(pts, Point{Algo: alg, Bytes: n, Seconds: s})
+		}
+	}
+	m, worst, err := Fit(pts, w, o.ChunkBytes)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{World: w, Transport: name, Models: Models{name: m}, Samples: pts, FitError: worst}, nil
+}
+
+// linkTransport is the one transport all of this rank's links use.
+func linkTransport(c Comm) (string, error) {
+	name := ""
+	for p := range c.Size() {
+		if p == c.Rank() {
+			continue
+		}
+		t := c.TransportOf(p)
+		switch {
+		case name == "":
+			name = t
+		case t != name:
+			return "", fmt.Errorf("tune: %w: rank %d reaches rank %d over %s and others over %s; calibrate on a communicator with one transport (goccl tune --transport %s)",
+				transport.ErrInvalid, c.Rank(), p, t, name, name)
+		}
+	}
+	return name, nil
+}
+
+// timePoint returns the slowest rank's time of one AllReduce of len(send) floats. A
+// first call, timed and agreed on, sets the iteration count every rank then runs, in
+// batches; each rank keeps its fastest batch's mean, since on a shared machine other
+// work only ever adds time, and one descheduled batch must not become the model.
+func timePoint(ctx context.Context, c Comm, o Options, send, recv []float32) (float64, error) {
+	sb, rb := buffer(send), buffer(recv)
+	one := func() error { return c.AllReduce(ctx, sb, rb, len(send), transport.Float32, transport.Sum) }
+	if err := one(); err != nil { // warm-up: first-touch pages, scratch pools
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := one(); err != nil {
+		return 0, err
+	}
+	first, err := agreeMax(ctx, c, time.Since(t0).Seconds())
+	if err != nil {
+		return 0, err
+	}
+	const batches = 4
+	iters := int(o.PerPoint.Seconds() / batches / max(first, 1e-9))
+	iters = max(1, min(iters, o.MaxIters/batches))
+	best := first
+	for range batches {
+		t0 = time.Now()
+		for range iters {
+			if err := one(); err != nil {
+				return 0, err
+			}
+		}
+		best = min(best, time.Since(t0).Seconds()/float64(iters))
+	}
+	return agreeMax(ctx, c, best)
+}
+
+// agreeMax returns the largest v over the ranks, the same on every rank.
+func agreeMax(ctx context.Context, c Comm, v float64) (float64, error) {
+	x := []float64{v}
+	b := transport.HostBuffer(unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8))
+	if err := c.AllReduce(ctx, b, b, 1, transport.Float64, transport.Max); err != nil {
+		return 0, err
+	}
+	return x[0], nil
+}
+
+func buffer(f []float32) transport.Buffer {
+	if len(f) == 0 {
+		return transport.HostBuffer([]byte{})
+	}
+	return transport.HostBuffer(unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f)))
+}
+
+// File is the result as `goccl tune` saves it, samples and fit error included.
+func (r Result) File() File {
+	f := NewFile(r.Models, r.World)
+	if m, ok := f.Models[r.Transport]; ok {
+		m.FitError = r.FitError
+		f.Models[r.Transport] = m
+		f.Samples = map[string][]Point{r.Transport: r.Samples}
+	}
+	return f
+}
