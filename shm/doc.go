@@ -15,8 +15,9 @@
 // on separate cache lines. Messages up to 16 bytes ride inside their 64-byte header
 // record; larger ones follow it, written and published chunk by chunk so the receiver
 // copies (or, through transport.Streamer, reduces straight from the ring) one chunk
-// while the next is being written. A waiting rank spins briefly, yielding the CPU when
-// ranks outnumber cores, then sleeps on a futex in 5 ms slices, checking between slices
+// while the next is being written. A waiting rank polls for 2 µs, then polls yielding
+// the CPU between polls (from the start when ranks outnumber cores) for the rest of
+// shm.spin, then sleeps on a futex in 5 ms slices, checking between slices
 // its context, the peer's closed flag and, through a pidfd, whether the peer process
 // still runs: a dead peer is a *transport.PeerError, not a hang.
 //

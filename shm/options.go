@@ -62,7 +62,9 @@ type Options struct {
 	SingleCopyMin int
 	// Spin is how long a waiting rank polls before it sleeps on a futex ("shm.spin",
 	// a Go duration, default 50µs): a futex wake-up costs 25-50 µs in a VM, so a short
-	// spin keeps small-message latency low while an idle rank still burns no CPU.
+	// spin keeps small-message latency low while an idle rank still burns no CPU. After
+	// the first 2 µs every poll yields the CPU first, so a peer that the kernel queued
+	// on this rank's core runs at once instead of after the spin (PERF-NOTES.md).
 	Spin time.Duration
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).

@@ -23,7 +23,7 @@ var (
 func TestAutoWithHier(t *testing.T) {
 	models := map[string]algos.CostModel{
 		"tcp": algos.TCPModel, "shm": algos.ShmModel,
-		"shm+tcp/2": algos.HostModel(algos.ShmModel, algos.TCPModel, algos.Layout{Hosts: 2, PerHost: 2}),
+		"shm+tcp/2":   algos.HostModel(algos.ShmModel, algos.TCPModel, algos.Layout{Hosts: 2, PerHost: 2}),
 		"nvlink+ib/8": algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 2, PerHost: 8}),
 	}
 	for mname, m := range models {
@@ -80,4 +80,19 @@ func TestAutoPicksHier(t *testing.T) {
 	a, _, err = algos.Resolve("auto", transport.KindAllGather, 64<<10, 1024, ib)
 	require.NoError(t, err)
 	require.NotEqual(t, "hier", a.Name())
+}
+
+// BenchmarkResolveAcrossHosts is the selector's per-call cost for a 1024-rank
+// communicator on 128 hosts (auto prices ring, tree, naive and hier every call).
+func BenchmarkResolveAcrossHosts(b *testing.B) {
+	m := algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 128, PerHost: 8})
+	sp, err := algos.ParseSpec("auto")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, _, err := sp.Resolve(transport.KindAllReduce, 1<<20, 1024, m); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

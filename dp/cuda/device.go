@@ -104,6 +104,12 @@ func Open(o Options) (*Device, error) {
 		err = d.h.SetStream(d.s)
 	}
 	if err == nil {
+		// fp32 products in fp32 (no TF32 tensor-core shortcut), as on the host.
+		if e := d.h.SetMathMode(cublas.DefaultMath); e != nil && !errors.Is(e, transport.ErrNotSupported) {
+			err = e
+		}
+	}
+	if err == nil {
 		d.flag, err = d.dev.Malloc(4)
 	}
 	if err != nil {

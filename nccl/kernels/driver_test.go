@@ -35,6 +35,7 @@ func TestDriverErrorsMapToSentinels(t *testing.T) {
 }
 
 func TestArchFromDevice(t *testing.T) {
+	fx.FakeOnly(t)
 	st, log := fx.Require(t)
 	arch, err := st.Driver.Arch(0)
 	require.NoError(t, err)
@@ -56,6 +57,7 @@ func TestArchFromDevice(t *testing.T) {
 // make its device's context current in the same C call (the fake fails with
 // CUDA_ERROR_INVALID_CONTEXT otherwise, and rejects a function of the other device).
 func TestContextPerCall(t *testing.T) {
+	fx.FakeOnly(t)
 	envs := []*env{newEnv(t, 0), newEnv(t, 1)}
 	scratch := []uintptr{envs[0].allocs0(), envs[1].allocs0()}
 	var wg sync.WaitGroup
@@ -89,6 +91,7 @@ func TestContextPerCall(t *testing.T) {
 }
 
 func TestModuleAndLaunchErrors(t *testing.T) {
+	fx.FakeOnly(t)
 	e := newEnv(t, 0)
 	_, err := e.st.Driver.LoadModule(e.dev, []byte("not an image"))
 	require.ErrorIs(t, err, transport.ErrInvalid)

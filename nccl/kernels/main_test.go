@@ -25,19 +25,19 @@ func TestMain(m *testing.M) {
 
 // env is a loaded training and reduction kernel set on fake device dev, with a stream.
 type env struct {
-	st      *kerneltest.Stack
-	dev     cuda.Device
-	s       *cuda.Stream
-	train   *kernels.Set
-	reduce  *kernels.Set
-	log     string
-	t       *testing.T
-	allocs  []uintptr
+	st     *kerneltest.Stack
+	dev    cuda.Device
+	s      *cuda.Stream
+	train  *kernels.Set
+	reduce *kernels.Set
+	log    string
+	t      *testing.T
+	allocs []uintptr
 }
 
 func newEnv(t *testing.T, ord int) *env {
 	st, log := fx.Require(t)
-	dev, err := st.Runtime.Device(ord)
+	dev, err := st.Runtime.Device(st.Ordinal(ord))
 	require.NoError(t, err)
 	s, err := dev.NewStream()
 	require.NoError(t, err)

@@ -66,6 +66,7 @@ func TestLoadMissing(t *testing.T) {
 }
 
 func TestCompileCubinForTheArchAndCache(t *testing.T) {
+	fx.FakeOnly(t)
 	st, log := fx.Require(t)
 	p, err := st.NVRTC.Compile(src, "twice.cu", 90, "--fmad=false")
 	require.NoError(t, err)
@@ -87,6 +88,7 @@ func TestCompileCubinForTheArchAndCache(t *testing.T) {
 }
 
 func TestPTXWithoutCubinSupport(t *testing.T) {
+	fx.FakeOnly(t)
 	st, log := fx.Require(t)
 	old, err := nvrtc.Load(st.Libs.OldNVRTC)
 	require.NoError(t, err)
@@ -98,6 +100,7 @@ func TestPTXWithoutCubinSupport(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
+	fx.FakeOnly(t)
 	st, _ := fx.Require(t)
 	_, err := st.NVRTC.Compile("extern \"C\" __global__ void bad( { syntax", "bad.cu", 90)
 	var ce *nvrtc.CompileError
@@ -135,6 +138,7 @@ func TestCompileErrors(t *testing.T) {
 // TestBuiltinsLoadedFromTheSameDirectory: a libnvrtc next to a libnvrtc-builtins.so.*
 // (as pip wheels ship them) loads the builtins first, with RTLD_GLOBAL.
 func TestBuiltinsLoadedFromTheSameDirectory(t *testing.T) {
+	fx.FakeOnly(t)
 	st, _ := fx.Require(t)
 	cc, err := exec.LookPath("cc")
 	if err != nil {

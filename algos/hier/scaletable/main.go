@@ -31,7 +31,12 @@ func main() {
 	worldsS := flag.String("worlds", "2,4,8,16,32,64,128,256,512,1024", "world sizes")
 	sizesS := flag.String("sizes", "8,64K,1M,64M,1G", "buffer sizes (8 B rows show time, the others busbw)")
 	chunk := flag.Int("chunk", 0, "pipelining chunk in bytes (0 = algos.DefaultChunkBytes)")
+	unitS := flag.String("unit", "auto", "auto (time below 4 KiB, busbw above), time (us) or busbw (GB/s)")
 	flag.Parse()
+	if *unitS != "auto" && *unitS != "time" && *unitS != "busbw" {
+		fmt.Fprintf(os.Stderr, "scaletable: -unit %q: want auto, time or busbw\n", *unitS)
+		os.Exit(2)
+	}
 	intra, err1 := parseModel(*intraS)
 	inter, err2 := parseModel(*interS)
 	if err1 != nil || err2 != nil {
@@ -59,7 +64,7 @@ func main() {
 	fmt.Printf("Model: intra alpha %v beta %.3g B/s gamma %.3g B/s; inter alpha %v beta %.3g B/s per host; %d ranks per host.\n\n",
 		intra.Alpha, intra.Beta, intra.Gamma, inter.Alpha, inter.Beta, *perHost)
 	for _, n := range sizes {
-		small := n < 4096
+		small := *unitS == "time" || (*unitS == "auto" && n < 4096)
 		unit := "busbw GB/s"
 		if small {
 			unit = "time us"

@@ -92,6 +92,16 @@ func cat(parts ...[]string) []string {
 	return out
 }
 
+// Ordinal maps a test's device number onto the devices there are (the fakes have
+// two; a real machine may have one).
+func (s *Stack) Ordinal(i int) int {
+	n, err := s.Runtime.DeviceCount()
+	if err != nil || n < 1 {
+		return i
+	}
+	return i % n
+}
+
 // Stack is the loaded fake CUDA stack.
 type Stack struct {
 	Libs    Libs
@@ -127,11 +137,25 @@ type Fixture struct {
 	libs  Libs
 	err   error
 	stack *Stack
+	real  bool
 }
 
-// NewFixture builds the fakes into a fresh temporary directory.
+// RealEnv is the environment variable that makes NewFixture load the real CUDA
+// libraries (the default search) instead of building fakes: scripts/gpu-check.sh runs
+// the compiled test binaries with GOCCL_GPU_CHECK=1 on a GPU machine, so the same tests
+// check the kernels, cuBLAS and dp/cuda on real hardware. The fakes are never loaded
+// in such a process: a real and a fake libcudart must not meet.
+const RealEnv = "GOCCL_GPU_CHECK"
+
+// NewFixture builds the fakes into a fresh temporary directory (or, with
+// GOCCL_GPU_CHECK=1, loads the real libraries).
 func NewFixture() *Fixture {
 	f := &Fixture{}
+	if os.Getenv(RealEnv) == "1" {
+		f.real = true
+		f.stack, f.err = loadReal()
+		return f
+	}
 	f.dir, f.err = os.MkdirTemp("", "goccl-fakegpu-")
 	if f.err == nil {
 		f.libs, f.err = Build(f.dir)
@@ -140,6 +164,38 @@ func NewFixture() *Fixture {
 		f.stack, f.err = f.libs.Load()
 	}
 	return f
+}
+
+func loadReal() (*Stack, error) {
+	s := &Stack{}
+	var err error
+	if s.Runtime, err = cuda.Load(""); err != nil {
+		return nil, err
+	}
+	if _, err = s.Runtime.DeviceCount(); err != nil {
+		return nil, err
+	}
+	if s.Driver, err = cuda.LoadDriver(""); err != nil {
+		return nil, err
+	}
+	if s.NVRTC, err = nvrtc.Load(""); err != nil {
+		return nil, err
+	}
+	if s.CUBLAS, err = cublas.Load(""); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Real reports whether the fixture holds the real libraries (GOCCL_GPU_CHECK=1).
+func (f *Fixture) Real() bool { return f.real }
+
+// FakeOnly skips a test that depends on the fakes' call log or failure injection.
+func (f *Fixture) FakeOnly(t testing.TB) {
+	t.Helper()
+	if f.real {
+		t.Skip("checks the fakes' call log or injected failures; not meaningful on a real GPU")
+	}
 }
 
 // Close removes the fakes.
@@ -161,6 +217,9 @@ func (f *Fixture) Require(t testing.TB) (*Stack, string) {
 		t.Skip("no C/C++ compiler: cannot build the fake CUDA stack")
 	}
 	if f.err != nil {
+		if f.real {
+			t.Fatalf("real CUDA stack (%s=1): %v", RealEnv, f.err)
+		}
 		t.Fatalf("fake CUDA stack: %v", f.err)
 	}
 	log := filepath.Join(t.TempDir(), "calls.log")
