@@ -65,7 +65,11 @@ var (
 // Predict returns the model's time for alg running kind on bytes (counted as Bytes
 // counts them) over world ranks. An algorithm that does not implement kind is predicted
 // as the algorithm its fallback chain lands on, which is what would run. It is pure
-// arithmetic and works for any world size (the tree shapes are computed, O(world)).
+// arithmetic and works for any world size (the tree shapes are computed, O(world), once
+// per world size and layout). With Inter and PerHost (see HostModel) every algorithm is
+// priced with the links its messages really cross: a ring step waits for the slower
+// link, a tree's paths and a host's network link are counted from the tree shapes, and
+// "hier" adds its host-local and cross-host phases.
 func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (time.Duration, error) {
 	if world < 1 || bytes < 0 {
 		return 0, fmt.Errorf("algos: %w: predict for %d bytes over %d ranks", transport.ErrInvalid, bytes, world)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -388,21 +389,37 @@ func (e *endpoint) dial(ctx context.Context, p transport.PeerInfo) (transport.Co
 	}
 	d := net.Dialer{KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error { return setBuffers(c, e.opt.BufSize) }}
 	for i := range n {
-		c, err := e.dialOne(ctx, &d, string(p.Handle))
-		if err != nil {
-			return fail(err)
-		}
-		socks = append(socks, c)
 		h := hello{Comm: e.local.CommID, From: uint32(e.local.Rank), To: uint32(p.Rank), World: uint32(e.local.World),
 			Index: uint16(i), Count: uint16(n), StripeMin: uint32(e.opt.StripeMin)}
-		dl := time.Now().Add(e.opt.HandshakeTimeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
-			dl = d
+		var c net.Conn
+		var rank uint32
+		var err error
+		for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 500*time.Millisecond) {
+			if c, err = e.dialOne(ctx, &d, string(p.Handle)); err != nil {
+				return fail(err)
+			}
+			dl := time.Now().Add(e.opt.HandshakeTimeout)
+			if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+				dl = d
+			}
+			_ = c.SetDeadline(dl)
+			stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+			rank, err = dialHandshake(c, e.local.AuthToken, h)
+			stop()
+			// A listener whose handshake slots are all taken (a flood of idle strangers)
+			// drops the socket before replying: try again until the context ends.
+			if err == nil || ctx.Err() != nil || !(errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+				break
+			}
+			_ = c.Close()
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			case <-e.done:
+				return fail(fmt.Errorf("endpoint %w", transport.ErrClosed))
+			}
 		}
-		_ = c.SetDeadline(dl)
-		stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-		rank, err := dialHandshake(c, e.local.AuthToken, h)
-		stop()
+		socks = append(socks, c)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctxErr(ctx)

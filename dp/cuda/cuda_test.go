@@ -215,7 +215,7 @@ func run(t *testing.T, world, stage int, precision string, onGPU bool, steps int
 				}
 				hp := dp.DefaultAdamW()
 				hp.LR = 0.01
-				o := dp.Options{Stage: stage, Precision: precision, AdamW: &hp, FirstBucketBytes: 256, BucketBytes: 512}
+				o := dp.Options{Stage: stage, Precision: precision, AdamW: &hp, FirstBucketBytes: 256, BucketBytes: 512, AccumSteps: 1 + stage%2}
 				var dev *dpcuda.Device
 				if onGPU {
 					if dev, err = dpcuda.Open(dpcuda.Options{Ordinal: -1, Rank: r, Params: p}); err != nil {
@@ -280,17 +280,19 @@ func run(t *testing.T, world, stage int, precision string, onGPU bool, steps int
 	return mean, snaps[0], mems[0]
 }
 
-// TestTrainingMatchesHost trains the same MLP with the same seed on the fake GPU and
-// on the host, DDP and ZeRO-3, fp32 and bf16, on two goroutine ranks sharing two fake
-// devices, and requires the same losses and parameters within float32 rounding: the
-// kernels match the host bit for bit, only the fake cuBLAS sums its dot products in a
-// different order than gonum, so each product differs by a few ulps.
+// TestTrainingMatchesHost trains the same MLP with the same seed on the (fake) GPU and
+// on the host — DDP, ZeRO-1/2/3, fp32, bf16 and fp16 with loss scaling, two or three
+// goroutine ranks on two devices (so two ranks share one), odd batch and layer sizes,
+// gradient accumulation at the odd stages — and requires the same losses and
+// parameters within float32 rounding: the kernels match the host bit for bit, only
+// the fake cuBLAS sums its dot products in a different order than gonum. It also
+// checks that the device memory after New is exactly the ZeRO table's.
 func TestTrainingMatchesHost(t *testing.T) {
 	for _, c := range []struct {
-		stage     int
-		precision string
-		tol       float64
-	}{{0, "fp32", 1e-6}, {3, "fp32", 1e-6}, {2, "bf16", 1e-4}} {
+		world, stage int
+		precision    string
+		tol          float64
+	}{{2, 0, "fp32", 1e-6}, {2, 3, "fp32", 1e-6}, {2, 2, "bf16", 1e-4}, {3, 1, "fp16", 1e-4}} {
 		const steps = 5
 		if fx.Real() {
 			// cuBLAS's own summation order (blocked, possibly split-k) instead of the
@@ -298,10 +300,10 @@ func TestTrainingMatchesHost(t *testing.T) {
 			// relative, which five AdamW steps at lr 0.01 carry into the parameters and
 			// the loss at well under 1e-4 (fp32); bf16 working parameters can round to
 			// a neighbour, one bf16 ulp (2^-8 relative).
-			c.tol = map[string]float64{"fp32": 1e-4, "bf16": 1e-2}[c.precision]
+			c.tol = map[string]float64{"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}[c.precision]
 		}
-		want, wantP, _ := run(t, 2, c.stage, c.precision, false, steps)
-		got, gotP, mem := run(t, 2, c.stage, c.precision, true, steps)
+		want, wantP, _ := run(t, c.world, c.stage, c.precision, false, steps)
+		got, gotP, mem := run(t, c.world, c.stage, c.precision, true, steps)
 		var dl, dpar float64
 		for s := range want {
 			require.InDelta(t, want[s], got[s], c.tol, "stage %d %s step %d: losses %v vs %v", c.stage, c.precision, s, got, want)
@@ -313,11 +315,11 @@ func TestTrainingMatchesHost(t *testing.T) {
 				dpar = max(dpar, math.Abs(float64(wantP[i][j]-gotP[i][j])))
 			}
 		}
-		t.Logf("stage %d %s: losses %.6f..., max |loss diff| %.2g, max |param diff| %.2g", c.stage, c.precision, got[0], dl, dpar)
+		t.Logf("%d ranks, stage %d %s: losses %.6f..., max |loss diff| %.2g, max |param diff| %.2g", c.world, c.stage, c.precision, got[0], dl, dpar)
 		p := 4
 		if c.precision != "fp32" {
 			p = 2
 		}
-		require.Equal(t, int64(dp.ExpectedBytes(c.stage, mem.Padded, 2, p)), mem.Total(), "stage %d memory matches the ZeRO table", c.stage)
+		require.Equal(t, int64(dp.ExpectedBytes(c.stage, mem.Padded, c.world, p)), mem.Total(), "stage %d memory matches the ZeRO table", c.stage)
 	}
 }

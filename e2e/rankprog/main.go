@@ -292,7 +292,20 @@ func runHold(ctx context.Context, comm *goccl.Comm, limit time.Duration) int {
 	r, w := comm.Rank(), comm.Size()
 	end := time.Now().Add(limit)
 	it := 0
-	for ; time.Now().Before(end); it++ {
+	for ; ; it++ {
+		// Rank 0's clock decides when to stop, so every rank runs the same iterations
+		// (ranks that start at different times would otherwise disagree).
+		more := []int32{0}
+		if r == 0 && time.Now().Before(end) {
+			more[0] = 1
+		}
+		if err := goccl.BroadcastSlice(ctx, comm, more, 0); err != nil {
+			fmt.Printf("HOLD-ERROR rank=%d iter=%d err=%q\n", r, it, err.Error())
+			return 1
+		}
+		if more[0] == 0 {
+			break
+		}
 		n := faultSizes[it%len(faultSizes)]
 		xs := make([]int32, n)
 		for i := range xs {

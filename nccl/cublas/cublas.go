@@ -88,10 +88,9 @@ func (o Op) String() string {
 
 // Math modes (cublasMath_t) for SetMathMode.
 const (
-	DefaultMath  = 0  // CUBLAS_DEFAULT_MATH: fp32 products in fp32
-	PedanticMath = 2  // CUBLAS_PEDANTIC_MATH: no reduced-precision shortcuts at all
-	TF32Math     = 3  // CUBLAS_TF32_TENSOR_OP_MATH: fp32 products on tensor cores in TF32
-	noReducedSum = 16 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+	DefaultMath  = 0 // CUBLAS_DEFAULT_MATH: fp32 products in fp32
+	PedanticMath = 2 // CUBLAS_PEDANTIC_MATH: no reduced-precision shortcuts at all
+	TF32Math     = 3 // CUBLAS_TF32_TENSOR_OP_MATH: fp32 products on tensor cores in TF32
 )
 
 // Handle is a cuBLAS context on one device. It must be used from one goroutine at a

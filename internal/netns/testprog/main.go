@@ -8,7 +8,7 @@
 //	MODEL rank=R bytes=N auto=A                  what auto picks with the host layout
 //	CHECK-OK rank=R cases=N | CHECK-FAIL rank=R ...
 //	ITER rank=R iter=I | LOOP-ERROR rank=R iter=I err="..." | LOOP-DONE rank=R
-//	BENCH algo=A bytes=N us=T busbw=B predict_us=P
+//	BENCH algo=A bytes=N us=T mean_us=M busbw=B predict_us=P
 //
 // It imports algos/hier, so "hier" is a valid GOCCL_ALGO here whether or not the root
 // package registers it.
@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,8 +107,10 @@ func loop(ctx context.Context, c *goccl.Comm, count int, limit time.Duration) in
 	return 0
 }
 
-// bench times out-of-place float32-sum AllReduce for each algorithm and size; rank 0
-// prints nccl-tests' busbw (algbw x 2(W-1)/W) and the host model's prediction.
+// bench times out-of-place float32-sum AllReduce for each size and algorithm. The
+// algorithms take turns call by call, so drifting load on a shared machine hits them
+// alike; rank 0 prints the median call time (robust to a descheduled rank), the mean,
+// nccl-tests' busbw (algbw x 2(W-1)/W) from the median, and the host model's prediction.
 func bench(ctx context.Context, c *goccl.Comm, sizeList, algoList string, iters int) int {
 	var sizes []int
 	for _, f := range strings.Split(sizeList, ",") {
@@ -118,41 +121,46 @@ func bench(ctx context.Context, c *goccl.Comm, sizeList, algoList string, iters 
 		}
 		sizes = append(sizes, n/4*4)
 	}
+	algs := strings.Split(algoList, ",")
 	w := c.Size()
 	m := hostModel(c)
-	for _, alg := range strings.Split(algoList, ",") {
-		if err := c.SetAlgo(alg); err != nil {
-			fmt.Println("testprog:", err)
-			return 2
+	fail := func(alg string, n int, err error) int {
+		fmt.Printf("BENCH-ERROR algo=%s bytes=%d err=%q\n", alg, n, err.Error())
+		return 1
+	}
+	for _, n := range sizes {
+		send, recv := make([]byte, n), make([]byte, n)
+		samples := make([][]float64, len(algs))
+		for it := -2; it < iters; it++ { // two warm-up rounds
+			for i, alg := range algs {
+				if err := c.SetAlgo(alg); err != nil {
+					return fail(alg, n, err)
+				}
+				if err := c.Barrier(ctx); err != nil {
+					return fail(alg, n, err)
+				}
+				start := time.Now()
+				if err := c.AllReduce(ctx, goccl.Host(send), goccl.Host(recv), n/4, goccl.Float32, goccl.Sum); err != nil {
+					return fail(alg, n, err)
+				}
+				if it >= 0 {
+					samples[i] = append(samples[i], time.Since(start).Seconds())
+				}
+			}
 		}
-		for _, n := range sizes {
-			send, recv := make([]byte, n), make([]byte, n)
-			run := func() error {
-				return c.AllReduce(ctx, goccl.Host(send), goccl.Host(recv), n/4, goccl.Float32, goccl.Sum)
+		if c.Rank() != 0 {
+			continue
+		}
+		for i, alg := range algs {
+			xs := samples[i]
+			slices.Sort(xs)
+			med, mean := xs[len(xs)/2], 0.0
+			for _, x := range xs {
+				mean += x / float64(len(xs))
 			}
-			for range 3 {
-				if err := run(); err != nil {
-					fmt.Printf("BENCH-ERROR algo=%s bytes=%d err=%q\n", alg, n, err.Error())
-					return 1
-				}
-			}
-			if err := c.Barrier(ctx); err != nil {
-				fmt.Printf("BENCH-ERROR err=%q\n", err.Error())
-				return 1
-			}
-			start := time.Now()
-			for range iters {
-				if err := run(); err != nil {
-					fmt.Printf("BENCH-ERROR algo=%s bytes=%d err=%q\n", alg, n, err.Error())
-					return 1
-				}
-			}
-			secs := time.Since(start).Seconds() / float64(iters)
-			if c.Rank() == 0 {
-				p, _ := m.Predict(alg, goccl.KindAllReduce, n, w)
-				fmt.Printf("BENCH algo=%s bytes=%d us=%.1f busbw=%.3f predict_us=%.1f\n", alg, n, secs*1e6,
-					float64(n)/secs/1e9*2*float64(w-1)/float64(w), p.Seconds()*1e6)
-			}
+			p, _ := m.Predict(alg, goccl.KindAllReduce, n, w)
+			fmt.Printf("BENCH algo=%s bytes=%d us=%.1f mean_us=%.1f busbw=%.3f predict_us=%.1f\n", alg, n, med*1e6, mean*1e6,
+				float64(n)/med/1e9*2*float64(w-1)/float64(w), p.Seconds()*1e6)
 		}
 	}
 	return 0
