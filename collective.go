@@ -146,22 +146,33 @@ func (c *Comm) hostBuffers(ctx context.Context, send, recv Buffer) (s, r []byte,
 			f()
 		}
 	}
-	inPlace := transport.Same(send, recv)
-	if s, err = stage(send, true); err == nil {
-		if inPlace {
-			r = s
-		} else {
+	if transport.Same(send, recv) {
+		// In place: NCCL's aliased forms give send and recv one start but different
+		// lengths (ReduceScatter's recv is send's first block on rank 0, AllGather's send
+		// is recv's), so stage the larger and view both at offset 0.
+		big := send
+		if recv.Len() > send.Len() {
+			big = recv
+		}
+		b, err := stage(big, true)
+		if err != nil {
+			release()
+			return nil, nil, nil, err
+		}
+		s, r = b[:send.Len()], b[:recv.Len()]
+	} else {
+		if s, err = stage(send, true); err == nil {
 			r, err = stage(recv, true)
 		}
-	}
-	if err != nil {
-		release()
-		return nil, nil, nil, err
+		if err != nil {
+			release()
+			return nil, nil, nil, err
+		}
 	}
 	finish = func(ok bool) error {
 		defer release()
 		if ok && recv.Kind() == transport.Device {
-			return st.FromHost(ctx, recv, r)
+			return st.FromHost(ctx, recv, r[:recv.Len()])
 		}
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 const Usage = `usage: goccl train [--np N | --local N] [--zero 0|1|2|3] [--steps 200] [--batch 32] [--accum 1]
                    [--dims 512,1024,1024,1024,10] [--data file.csv] [--precision fp32|bf16|fp16]
                    [--compress bf16|fp16] [--lr 1e-3] [--bucket-mb 25] [--first-bucket-mb 1]
-                   [--log-every 10] [--warmup 3] [--seed 1] [--bench] [--tsv]
+                   [--log-every 10] [--warmup 3] [--seed 1] [--bench] [--tsv] [--device cpu|cuda]
 
 Trains an MLP classifier (Linear+ReLU layers, softmax cross-entropy, AdamW) with DDP
 (--zero 0) or ZeRO stage 1, 2 or 3, on a deterministic synthetic data set or a CSV file
@@ -21,7 +21,11 @@ Trains an MLP classifier (Linear+ReLU layers, softmax cross-entropy, AdamW) with
 effective batch is ranks x batch x accum. Prints the loss, step time, communication time
 and the share of it hidden behind computation, and each rank's memory next to the seeds'
 formula. --bench also times DDP steps with synchronisation off (like PyTorch's no_sync),
-so that exposed communication = step - no-sync step. --tsv prints one summary line.`
+so that exposed communication = step - no-sync step. --tsv prints one summary line.
+--device cuda keeps parameters, gradients, optimizer state and activations in GPU memory
+(one GPU per rank, round-robin when ranks outnumber GPUs), with NVRTC-compiled kernels
+and cuBLAS; GOCCL_CUDA_LIB, GOCCL_CUDA_DRIVER, GOCCL_CUDA_NVRTC and GOCCL_CUDA_CUBLAS
+name the libraries when the search does not find them.`
 
 type options struct {
 	np, local                  int
@@ -29,6 +33,8 @@ type options struct {
 	stage, steps, batch, accum int
 	dims                       []int
 	data, precision, compress  string
+	device                     string
+	params                     map[string]string // the configuration's Params (library paths for --device cuda)
 	lr                         float64
 	bucketMB, firstMB          float64
 	logEvery, warmup           int
@@ -58,6 +64,7 @@ func parse(args []string) (*options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "")
 	fs.BoolVar(&o.bench, "bench", false, "")
 	fs.BoolVar(&o.tsv, "tsv", false, "")
+	fs.StringVar(&o.device, "device", "cpu", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			o.help = true
@@ -89,6 +96,8 @@ func parse(args []string) (*options, error) {
 		return nil, fmt.Errorf("train: --bucket-mb %g --first-bucket-mb %g: want > 0", o.bucketMB, o.firstMB)
 	case o.logEvery < 1 || o.warmup < 0:
 		return nil, fmt.Errorf("train: --log-every %d --warmup %d: want >= 1 and >= 0", o.logEvery, o.warmup)
+	case o.device != "cpu" && o.device != "cuda":
+		return nil, fmt.Errorf("train: --device %q (valid: cpu, cuda)", o.device)
 	case o.warmup >= o.steps:
 		return nil, fmt.Errorf("train: --warmup %d leaves no measured step of --steps %d", o.warmup, o.steps)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/dp"
+	dpcuda "github.com/goccl/goccl/dp/cuda"
 	"github.com/goccl/goccl/dp/mlp"
 	"github.com/goccl/goccl/internal/launch"
 )
@@ -44,6 +45,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "train: %v\n", err)
 		return ExitUsage
 	}
+	o.params = cfg.Params
 	underLauncher := cfg.Rank >= 0 && cfg.WorldSize > 0
 	switch {
 	case underLauncher && (o.npGiven || o.local > 0):
@@ -154,14 +156,37 @@ func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) e
 	}
 	hp := dp.DefaultAdamW()
 	hp.LR = float32(o.lr)
-	eng, err := dp.New(ctx, comm, model.Specs(o.seed), dp.Options{Stage: o.stage, Precision: o.precision, Compress: o.compress,
-		AccumSteps: o.accum, AdamW: &hp, BucketBytes: int(o.bucketMB * (1 << 20)), FirstBucketBytes: int(o.firstMB * (1 << 20))})
+	opts := dp.Options{Stage: o.stage, Precision: o.precision, Compress: o.compress,
+		AccumSteps: o.accum, AdamW: &hp, BucketBytes: int(o.bucketMB * (1 << 20)), FirstBucketBytes: int(o.firstMB * (1 << 20))}
+	coll := dp.Comm(comm)
+	var gpu *dpcuda.Device
+	if o.device == "cuda" {
+		rank := comm.Config().LocalRank
+		if rank < 0 {
+			rank = comm.Rank()
+		}
+		if gpu, err = dpcuda.Open(dpcuda.Options{Ordinal: -1, Rank: rank, Params: o.params}); err != nil {
+			return err
+		}
+		defer gpu.Close()
+		opts.Device, coll = gpu, dpcuda.Collectives(coll, gpu)
+	}
+	eng, err := dp.NewOn(ctx, coll, model.Specs(o.seed), opts)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	tr, err := mlp.NewTrainer(eng, model, data, o.batch)
-	if err != nil {
+	var tr interface {
+		Step(ctx context.Context, step int, sync bool) (mlp.StepTimes, error)
+	}
+	if gpu != nil {
+		ct, err := dpcuda.NewTrainer(eng, gpu, model, data, o.batch)
+		if err != nil {
+			return err
+		}
+		defer ct.Close()
+		tr = ct
+	} else if tr, err = mlp.NewTrainer(eng, model, data, o.batch); err != nil {
 		return err
 	}
 	W := comm.Size()
@@ -169,6 +194,10 @@ func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) e
 		fmt.Fprintf(out, "# goccl train: MLP %v, %d parameters, %d ranks, %s, %s, batch %d x %d ranks x %d accum = %d, %d steps\n",
 			dims, model.NumParams(), W, stageName(o.stage), eng.DType(), o.batch, W, o.accum, o.batch*W*o.accum, o.steps)
 		fmt.Fprintf(out, "# buckets: %s\n", eng.Buckets())
+		if gpu != nil {
+			p := gpu.Kernels().Program()
+			fmt.Fprintf(out, "# device: %s, kernels %s for sm_%d\n", gpu, p.Kind, p.Arch)
+		}
 		if W > 1 {
 			fmt.Fprintf(out, "# transport to rank 1: %s\n", comm.TransportOf(1))
 		}
