@@ -54,7 +54,11 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 		c.log.Info("channel", "subsys", "INIT", "peer", peer, "peer_host", c.peers[peer].Host,
 			"transport", name, "skipped", strings.Join(skipped, "; "))
 	}
-	c.sel.Load().setModel(c.linkNames, c.cfg.ChunkBytes)
+	hosts := make([]string, c.size)
+	for r := range hosts {
+		hosts[r] = c.PeerHost(r)
+	}
+	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup

@@ -5,7 +5,8 @@ import (
 	"fmt"
 
 	"github.com/goccl/goccl/algos"
-	_ "github.com/goccl/goccl/algos/naive" // the built-in algorithms register themselves
+	_ "github.com/goccl/goccl/algos/hier" // the built-in algorithms register themselves
+	_ "github.com/goccl/goccl/algos/naive"
 	_ "github.com/goccl/goccl/algos/ring"
 	_ "github.com/goccl/goccl/algos/tree"
 	"github.com/goccl/goccl/transport"
@@ -41,14 +42,21 @@ func newSelector(spec string) (*selector, error) {
 	return &selector{spec: sp, model: algos.TCPModel}, nil
 }
 
-// setModel picks the cost model of the slowest transport the communicator uses.
-func (s *selector) setModel(linkNames []string, chunk int) {
-	m := algos.ShmModel
-	for _, n := range linkNames {
-		if n != "self" && n != "shm" && n != "inmem" {
-			m = algos.TCPModel
+// setModel builds the cost model from the links and the hosts: intra-host links get
+// shm's model (tcp's if a same-host link is not shm/inmem), links between hosts tcp's;
+// when the ranks span hosts with several on one, algos.HostModel records the layout so
+// that auto prices cross-host links and considers "hier". On one host it is intra.
+func (s *selector) setModel(linkNames, hosts []string, self, chunk int) {
+	intra, inter := algos.ShmModel, algos.TCPModel
+	for p, n := range linkNames {
+		if hosts[p] == hosts[self] && n != "self" && n != "shm" && n != "inmem" {
+			intra = algos.TCPModel
+		}
+		if hosts[p] != hosts[self] && (n == "shm" || n == "inmem") {
+			inter = algos.ShmModel // in-process tests that give goroutines different host names
 		}
 	}
+	m := algos.HostModel(intra, inter, algos.LayoutOf(hosts))
 	m.ChunkBytes = chunk
 	s.model = m
 }

@@ -36,22 +36,16 @@ type CostModel struct {
 }
 
 // HostModel returns the model of a communicator laid out as l, whose links inside a
-// host cost intra and links between hosts cost inter: intra itself on one host, inter
-// when every rank has a host of its own, and otherwise intra with Inter and PerHost set.
+// host cost intra and links between hosts cost inter: intra itself on one host, and
+// otherwise intra with Inter and PerHost set (PerHost 1 when every rank has a host of
+// its own, which prices every link as inter).
 func HostModel(intra, inter CostModel, l Layout) CostModel {
-	switch {
-	case l.Hosts <= 1:
+	if l.Hosts <= 1 {
 		return intra
-	case l.PerHost <= 1:
-		inter.Inter, inter.PerHost = nil, 0
-		if inter.Gamma <= 0 {
-			inter.Gamma = intra.Gamma
-		}
-		return inter
 	}
 	e := inter
 	e.Inter, e.PerHost = nil, 0
-	intra.Inter, intra.PerHost = &e, l.PerHost
+	intra.Inter, intra.PerHost = &e, max(l.PerHost, 1)
 	return intra
 }
 

@@ -80,10 +80,29 @@ func spanning(perHost int) algos.CostModel {
 
 func TestHostModel(t *testing.T) {
 	require.Equal(t, nvlink, algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 1, PerHost: 8}), "one host: intra")
+	// A host per rank: every link is a network link, and the ranks still reduce at the
+	// intra model's speed.
 	own := algos.HostModel(nvlink, ib100, algos.Layout{Hosts: 4, PerHost: 1})
-	require.Nil(t, own.Inter, "a host per rank: every link is a network link")
-	require.Equal(t, ib100.Alpha, own.Alpha)
-	require.Equal(t, nvlink.Gamma, own.Gamma, "the ranks still reduce at the intra model's speed")
+	flat := ib100
+	flat.Gamma = nvlink.Gamma
+	for _, alg := range []string{"ring", "tree", "naive"} {
+		for _, k := range transport.Kinds {
+			for _, n := range []int{0, 8, 1 << 20, 1 << 28} {
+				got, err := own.Predict(alg, k, n, 4)
+				require.NoError(t, err)
+				want, err := flat.Predict(alg, k, n, 4)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "%s %s n=%d", alg, k, n)
+			}
+		}
+	}
+	for _, n := range []int{8, 1 << 20, 1 << 28} {
+		got, err := own.Predict("hier", transport.KindAllReduce, n, 4)
+		require.NoError(t, err)
+		want, err := flat.Predict(algos.PhaseAlgo(flat, transport.KindAllReduce, n, 4), transport.KindAllReduce, n, 4)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "hier with a host per rank is the leaders' AllReduce alone, n=%d", n)
+	}
 	m := spanning(8)
 	require.NotNil(t, m.Inter)
 	require.Equal(t, 8, m.PerHost)

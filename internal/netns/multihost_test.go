@@ -191,48 +191,46 @@ func algoOf(p *rank, kind string) string {
 	return ""
 }
 
-// TestTwoHostsHier runs 2 hosts x 2 ranks with algorithm hier: AllReduce, Reduce and
-// Broadcast over four dtypes, sum/avg/max, counts 0 to 4M+3, every root, against the
-// float64 reference, over shm inside each host and tcp between them.
-func TestTwoHostsHier(t *testing.T) {
+// checkTwoByTwo runs the check mode on 2 hosts x 2 ranks with GOCCL_ALGO=algo and
+// requires every rank to pass it over shm inside each host and tcp between them.
+func checkTwoByTwo(t *testing.T, algo string) []*rank {
 	n := netns.ForTest(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ranks := cluster(t, ctx, n, 2, []string{"GOCCL_ALGO=hier", "GOCCL_TIMEOUT=60s"}, "-mode=check")
+	ranks := cluster(t, ctx, n, 2, []string{"GOCCL_ALGO=" + algo, "GOCCL_TIMEOUT=60s"}, "-mode=check")
 	waitAll(t, ranks, 150*time.Second)
 	for _, p := range ranks {
 		require.NoError(t, p.err, "rank %d", p.r)
 		require.True(t, p.has(checkOK), "rank %d did not pass its checks", p.r)
+	}
+	requireLinks(t, ranks, 2)
+	return ranks
+}
+
+// TestTwoHostsHier runs 2 hosts x 2 ranks with algorithm hier: AllReduce, Reduce and
+// Broadcast over four dtypes, sum/avg/max, counts 0 to 4M+3, every root, against the
+// float64 reference.
+func TestTwoHostsHier(t *testing.T) {
+	for _, p := range checkTwoByTwo(t, "hier") {
 		for _, k := range []string{"allreduce", "reduce", "broadcast"} {
 			require.Equal(t, "hier", algoOf(p, k), "rank %d %s", p.r, k)
 		}
 	}
-	requireLinks(t, ranks, 2)
 }
 
 // TestTwoHostsAuto runs the same checks with GOCCL_ALGO=auto. The cost model with the
-// communicator's host layout must pick hier for a small AllReduce across hosts; the
-// communicator itself picks hier once the root package hands its selector the layout
-// (algos.HostModel), which is reported, not required, until it does.
+// communicator's host layout must pick hier for a small AllReduce across hosts, and so
+// must the communicator itself (its selector gets the layout through algos.HostModel).
 func TestTwoHostsAuto(t *testing.T) {
-	n := netns.ForTest(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ranks := cluster(t, ctx, n, 2, []string{"GOCCL_ALGO=auto", "GOCCL_TIMEOUT=60s"}, "-mode=check")
-	waitAll(t, ranks, 150*time.Second)
+	ranks := checkTwoByTwo(t, "auto")
 	model := regexp.MustCompile(`^MODEL rank=\d+ kind=allreduce bytes=\d+ auto=hier$`)
 	commHier := true
 	for _, p := range ranks {
-		require.NoError(t, p.err, "rank %d", p.r)
-		require.True(t, p.has(checkOK), "rank %d did not pass its checks", p.r)
 		require.True(t, p.has(model), "rank %d: the host-layout model must choose hier: %v", p.r, p.output())
 		commHier = commHier && algoOf(p, "allreduce") == "hier"
 	}
-	requireLinks(t, ranks, 2)
-	if !commHier {
-		t.Logf("the communicator's own auto chose %q for a small AllReduce: the root selector does not pass "+
-			"the host layout yet (see .proposals/hier.md)", algoOf(ranks[0], "allreduce"))
-	}
+	require.True(t, commHier, "the communicator's own auto chose %q for a small AllReduce across hosts, want hier",
+		algoOf(ranks[0], "allreduce"))
 }
 
 // TestCutHostLink unplugs host 1 while the ranks loop on 16 MiB AllReduces with hier:
