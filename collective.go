@@ -56,7 +56,15 @@ func (p *opPeers) Header(tag uint32) transport.Header {
 
 // collective queues k and returns its Work.
 func (c *Comm) collective(ctx context.Context, k call) *Work {
-	return c.submit(ctx, k.fingerprint().String(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
+	return c.submit(ctx, k.fingerprint(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
+		return c.runCollective(ctx, w, k)
+	})
+}
+
+// collectiveSync runs k and waits for it; on an idle communicator it runs on the
+// caller's goroutine (no hand-off to the loop and back: two thread wake-ups saved).
+func (c *Comm) collectiveSync(ctx context.Context, k call) error {
+	return c.runSync(ctx, k.fingerprint(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
 		return c.runCollective(ctx, w, k)
 	})
 }

@@ -57,6 +57,9 @@ type Comm struct {
 	splitSeq  atomic.Uint64
 	cancelCur atomic.Pointer[context.CancelFunc]
 
+	execMu  sync.Mutex   // held while an operation runs (on the loop or inline)
+	pending atomic.Int64 // operations queued or running
+
 	mu     sync.Mutex
 	err    error // sticky failure
 	closed bool
@@ -151,6 +154,8 @@ func (c *Comm) Close() error {
 	close(c.quit)
 	<-c.loopDone
 	<-c.watchDone
+	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
+	c.execMu.Unlock()
 	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
 	unregisterLive(c)
 	var terr error

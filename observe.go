@@ -139,6 +139,8 @@ type OpRecord struct {
 	Finished time.Time // zero until done or failed
 	Err      string    // the error, for failed operations
 	Waiting  []string  // while running: "rank 2 (recv, 1.2s)" for every link it is blocked on
+
+	desc fmt.Stringer // formats Op when the record is read (nothing is formatted per call)
 }
 
 // flightRecords is how many operations each communicator remembers.
@@ -151,14 +153,14 @@ type flight struct {
 	byOp map[*Work]uint64
 }
 
-func (f *flight) queued(w *Work, op string) {
+func (f *flight) queued(w *Work, op fmt.Stringer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.byOp == nil {
 		f.byOp = map[*Work]uint64{}
 	}
 	f.n++
-	f.ops[(f.n-1)%flightRecords] = OpRecord{Seq: f.n, Op: op, State: OpQueued, Queued: time.Now()}
+	f.ops[(f.n-1)%flightRecords] = OpRecord{Seq: f.n, desc: op, State: OpQueued, Queued: time.Now()}
 	f.byOp[w] = f.n
 }
 
@@ -191,6 +193,9 @@ func (c *Comm) FlightRecord() []OpRecord {
 	}
 	for i := start; i < f.n; i++ {
 		r := f.ops[i%flightRecords]
+		if r.desc != nil {
+			r.Op, r.desc = r.desc.String(), nil
+		}
 		if r.State == OpRunning {
 			r.Waiting = c.waitingOn()
 		}

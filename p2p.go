@@ -12,7 +12,7 @@ import (
 // same count and dtype. Like every operation it runs in issue order on this rank, so two
 // ranks that each Send before they Recv large messages should use SendRecv instead.
 func (c *Comm) Send(ctx context.Context, buf Buffer, count int, dt DType, peer int) error {
-	return c.SendAsync(ctx, buf, count, dt, peer).Wait(ctx)
+	return c.SendRecv(ctx, buf, peer, Host(nil), -1, count, dt)
 }
 
 // SendAsync queues a Send.
@@ -22,7 +22,7 @@ func (c *Comm) SendAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 
 // Recv receives count elements from peer into buf.
 func (c *Comm) Recv(ctx context.Context, buf Buffer, count int, dt DType, peer int) error {
-	return c.RecvAsync(ctx, buf, count, dt, peer).Wait(ctx)
+	return c.SendRecv(ctx, Host(nil), -1, buf, peer, count, dt)
 }
 
 // RecvAsync queues a Recv.
@@ -34,12 +34,15 @@ func (c *Comm) RecvAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 // from recvPeer into recv, concurrently (a ring shift, a pairwise exchange). A peer of
 // -1 skips that half.
 func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
-	return c.SendRecvAsync(ctx, send, sendPeer, recv, recvPeer, count, dt).Wait(ctx)
+	return c.runSync(ctx, p2pDesc{dt, count, sendPeer, recvPeer}, count*dt.Size(), func(ctx context.Context, w *Work) error {
+		w.algo = "p2p"
+		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
+	})
 }
 
 // SendRecvAsync queues a SendRecv.
 func (c *Comm) SendRecvAsync(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) *Work {
-	desc := fmt.Sprintf("sendrecv %s count=%d to %d from %d", dt, count, sendPeer, recvPeer)
+	desc := p2pDesc{dt, count, sendPeer, recvPeer}
 	return c.submit(ctx, desc, count*dt.Size(), func(ctx context.Context, w *Work) error {
 		w.algo = "p2p"
 		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
@@ -118,4 +121,13 @@ func (c *Comm) checkP2P(send Buffer, sendPeer int, recv Buffer, recvPeer int, co
 func overlaps(a, b []byte) bool {
 	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+type p2pDesc struct {
+	dt             DType
+	count, to, frm int
+}
+
+func (d p2pDesc) String() string {
+	return fmt.Sprintf("sendrecv %s count=%d to %d from %d", d.dt, d.count, d.to, d.frm)
 }

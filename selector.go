@@ -97,9 +97,13 @@ func (c *Comm) SetAlgo(spec string) error {
 	if err != nil {
 		return err
 	}
-	return c.submit(context.Background(), "set algo "+spec, 0, func(context.Context, *Work) error {
+	return c.submit(context.Background(), stringer("set algo "+spec), 0, func(context.Context, *Work) error {
 		sel.model = c.sel.Load().model
 		c.sel.Store(sel)
 		return nil
 	}).Wait(context.Background())
 }
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }

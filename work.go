@@ -13,9 +13,9 @@ import (
 type Work struct {
 	ctx   context.Context
 	run   func(ctx context.Context, w *Work) error
-	desc  string // for the flight recorder and trace
-	bytes int    // user bytes, for Stats
-	algo  string // set by the operation when it knows
+	desc  fmt.Stringer // for the flight recorder and trace; formatted only when read
+	bytes int          // user bytes, for Stats
+	algo  string       // set by the operation when it knows
 	done  chan struct{}
 	err   error
 }
@@ -43,7 +43,7 @@ func doneWork(err error) *Work {
 }
 
 // submit queues an operation; it runs on the communicator's loop in issue order.
-func (c *Comm) submit(ctx context.Context, desc string, bytes int, run func(ctx context.Context, w *Work) error) *Work {
+func (c *Comm) submit(ctx context.Context, desc fmt.Stringer, bytes int, run func(ctx context.Context, w *Work) error) *Work {
 	w := &Work{ctx: ctx, run: run, desc: desc, bytes: bytes, done: make(chan struct{})}
 	c.mu.Lock()
 	closed, err := c.closed, c.err
@@ -54,15 +54,48 @@ func (c *Comm) submit(ctx context.Context, desc string, bytes int, run func(ctx 
 	if err != nil {
 		return doneWork(err)
 	}
+	c.pending.Add(1)
 	c.flight.queued(w, desc)
 	select {
 	case c.queue <- w:
 		return w
 	case <-c.quit:
+		c.pending.Add(-1)
+		c.flight.forget(w)
 		return doneWork(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
 	case <-ctx.Done():
+		c.pending.Add(-1)
+		c.flight.forget(w)
 		return doneWork(fmt.Errorf("goccl: rank %d: queueing an operation: %w", c.rank, ctxErr(ctx)))
 	}
+}
+
+// runSync runs an operation and waits for it. When nothing is queued or running it
+// runs on the caller's goroutine: exec is held first and pending claimed from 0, so no
+// earlier operation can be waiting (issue order holds) and the loop cannot start a later
+// one until this returns.
+func (c *Comm) runSync(ctx context.Context, desc fmt.Stringer, bytes int, run func(ctx context.Context, w *Work) error) error {
+	if c.execMu.TryLock() {
+		if c.pending.CompareAndSwap(0, 1) {
+			c.mu.Lock()
+			closed, err := c.closed, c.err
+			c.mu.Unlock()
+			switch {
+			case closed:
+				err = fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed)
+			case err == nil:
+				w := &Work{ctx: ctx, run: run, desc: desc, bytes: bytes, done: make(chan struct{})}
+				c.flight.queued(w, desc)
+				c.execute(w)
+				err = w.err
+			}
+			c.pending.Add(-1)
+			c.execMu.Unlock()
+			return err
+		}
+		c.execMu.Unlock()
+	}
+	return c.submit(ctx, desc, bytes, run).Wait(ctx)
 }
 
 // loop runs queued operations one at a time until Close.
@@ -71,19 +104,26 @@ func (c *Comm) loop() {
 	for {
 		select {
 		case w := <-c.queue:
-			c.execute(w)
+			c.runQueued(w)
 		case <-c.quit:
 			// Finish what was queued before Close, then stop.
 			for {
 				select {
 				case w := <-c.queue:
-					c.execute(w)
+					c.runQueued(w)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+func (c *Comm) runQueued(w *Work) {
+	c.execMu.Lock()
+	c.execute(w)
+	c.execMu.Unlock()
+	c.pending.Add(-1)
 }
 
 func (c *Comm) execute(w *Work) {
@@ -124,7 +164,7 @@ func (c *Comm) execute(w *Work) {
 	c.flight.forget(w)
 	c.counters.add(w.algo, w.bytes, end.Sub(start), w.err)
 	if tr := c.tracer; tr != nil {
-		tr.Span(tidColl, "coll", w.desc, start, end.Sub(start), map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(w.err)})
+		tr.Span(tidColl, "coll", w.desc.String(), start, end.Sub(start), map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(w.err)})
 	}
 	if w.err != nil {
 		w.err = c.fail(w.err)

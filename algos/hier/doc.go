@@ -20,7 +20,7 @@
 //
 // The phases run one after another, so hier trades bandwidth for latency: against a
 // ring over the same hosts it takes 2(H-1) network steps instead of 2(W-1) (H hosts, W
-// ranks), and adds a host-local reduce and broadcast of the whole buffer. SCALE.md has
+// ranks), and adds a host-local reduce and broadcast of the whole buffer. BENCHMARKS.md ("Scale on paper") has
 // the model's figures up to W = 1024.
 //
 //	import _ "github.com/goccl/goccl/algos/hier" // registers "hier"

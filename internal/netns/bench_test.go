@@ -15,7 +15,7 @@ import (
 )
 
 // TestBenchHosts measures float32-sum AllReduce busbw for ring, tree and hier on
-// namespace hosts, for algos/hier/SCALE.md. It only runs when NETNS_BENCH is set
+// namespace hosts, for BENCHMARKS.md ("Scale on paper"). It only runs when NETNS_BENCH is set
 // ("hosts x perHost" layouts, e.g. NETNS_BENCH="1x2 2x1 2x2 1x4 2x4 4x2"), because its
 // figures are measurements, not checks:
 //

@@ -1,6 +1,6 @@
 // Command scaletable prints the cost model's predictions for ring, tree and hier
 // AllReduce (float32 sum) over world sizes up to 1024, as markdown tables for
-// algos/hier/SCALE.md: the time for small messages and nccl-tests' busbw (algbw x
+// BENCHMARKS.md ("Scale on paper"): the time for small messages and nccl-tests' busbw (algbw x
 // 2(W-1)/W) for large ones, with the algorithm auto would pick.
 //
 //	go run ./algos/hier/scaletable -intra 2us,150e9,400e9 -inter 5us,12.5e9 -perhost 8
