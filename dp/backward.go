@@ -25,10 +25,12 @@ type op struct {
 func (e *Engine) issue(kind string, unit, bytes int, start func() Pending) *op {
 	o := &op{kind: kind, unit: unit, bytes: bytes, issued: time.Now()}
 	e.trace(Event{Time: o.issued, What: "issue", Kind: kind, Unit: unit, Bytes: bytes})
+	end := e.span(kind, unit, bytes)
 	p := start()
 	ch := make(chan struct{})
 	go func() {
 		<-p.Done()
+		end()
 		o.done = time.Now()
 		e.trace(Event{Time: o.done, What: "done", Kind: kind, Unit: unit, Bytes: bytes})
 		close(ch)
@@ -36,6 +38,30 @@ func (e *Engine) issue(kind string, unit, bytes int, start func() Pending) *op {
 	o.p = watched{p, ch}
 	e.stats.issued(bytes)
 	return o
+}
+
+// Spanner is an optional Collectives ability: record a span on the rank's timeline
+// (goccl's GOCCL_TRACE); it returns the function that ends the span.
+type Spanner interface {
+	TraceSpan(cat, name string, args map[string]any) func()
+}
+
+// span opens a timeline span for one bucket's or layer's collective, from issue to done:
+// "ddp bucket 3 allreduce", "zero3 layer 2 allgather".
+func (e *Engine) span(kind string, unit, bytes int) func() {
+	sp, ok := e.coll.(Spanner)
+	if !ok {
+		return func() {}
+	}
+	what := "bucket"
+	if e.o.Stage == 3 && kind == "allgather" {
+		what = "layer"
+	}
+	stage := "ddp"
+	if e.o.Stage > 0 {
+		stage = fmt.Sprintf("zero%d", e.o.Stage)
+	}
+	return sp.TraceSpan("dp", fmt.Sprintf("%s %s %d %s", stage, what, unit, kind), map[string]any{"bytes": bytes})
 }
 
 // watched makes Done wait for the watcher too, so o.done is always set when seen done.

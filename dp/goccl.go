@@ -31,6 +31,11 @@ func (g gocclComm) Broadcast(ctx context.Context, send, recv transport.Buffer, c
 	return g.c.BroadcastAsync(ctx, send, recv, count, dt, root)
 }
 
+// TraceSpan puts dp's bucket and ZeRO spans on the communicator's timeline.
+func (g gocclComm) TraceSpan(cat, name string, args map[string]any) func() {
+	return g.c.TraceSpan(cat, name, args)
+}
+
 // New builds an Engine over a goccl communicator (see NewOn).
 func New(ctx context.Context, c *goccl.Comm, params []Spec, o Options) (*Engine, error) {
 	return NewOn(ctx, Comm(c), params, o)
