@@ -3,6 +3,8 @@ package goccl
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/goccl/goccl/algos"
 	_ "github.com/goccl/goccl/algos/hier" // the built-in algorithms register themselves
@@ -32,7 +34,22 @@ func init() { algos.Register(offloadMarker{}) }
 type selector struct {
 	spec  *algos.Spec
 	model algos.CostModel
+	picks sync.Map // pickKey -> pickResult: the choice (and its reason) per call shape
+	n     atomic.Int32
 }
+
+type pickKey struct {
+	kind         Kind
+	bytes, world int
+}
+
+type pickResult struct {
+	a   algos.Algorithm
+	why string
+}
+
+// maxPicks bounds the cache; sweeps over many sizes fall back to resolving each call.
+const maxPicks = 4096
 
 func newSelector(spec string) (*selector, error) {
 	sp, err := algos.ParseSpec(spec)
@@ -59,13 +76,26 @@ func (s *selector) setModel(linkNames, hosts []string, self, chunk int) {
 	m := algos.HostModel(intra, inter, algos.LayoutOf(hosts))
 	m.ChunkBytes = chunk
 	s.model = m
+	s.picks.Clear()
+	s.n.Store(0)
 }
 
 // pick returns the algorithm for one call and why; nil with no error means "offload it".
 func (s *selector) pick(kind Kind, bytes, world int, off transport.Offloader) (algos.Algorithm, string, error) {
-	a, why, err := s.spec.Resolve(kind, bytes, world, s.model)
-	if err != nil {
-		return nil, "", err
+	k := pickKey{kind, bytes, world}
+	var a algos.Algorithm
+	var why string
+	if v, ok := s.picks.Load(k); ok {
+		r := v.(pickResult)
+		a, why = r.a, r.why
+	} else {
+		var err error
+		if a, why, err = s.spec.Resolve(kind, bytes, world, s.model); err != nil {
+			return nil, "", err
+		}
+		if s.n.Add(1) <= maxPicks {
+			s.picks.Store(k, pickResult{a, why})
+		}
 	}
 	if a.Name() != offloadAlgo {
 		return a, why, nil

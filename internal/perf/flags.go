@@ -417,9 +417,6 @@ func (o *Options) validate() error {
 	if o.PerIterSkip >= o.Iters {
 		return usagef("perf: -K %d must be less than -n %d", o.PerIterSkip, o.Iters)
 	}
-	if o.Device == "cuda" {
-		return usagef("perf: --device cuda needs the nccl transport's device buffers, which this build does not have yet; use --device host")
-	}
 	return nil
 }
 

@@ -72,6 +72,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "perf: %v\n", err)
 		return ExitUsage
 	}
+	cudaLib = cfg.Params["cuda.lib"]
 	underLauncher := cfg.Rank >= 0 && cfg.WorldSize > 0
 	if !underLauncher && (os.Getenv(childEnv) != "" || launcherVars()) {
 		// Started by a launcher (or by spawn) whose variables did not give a rank: never
