@@ -53,6 +53,9 @@ type Config struct {
 	DebugFile string
 	// TraceDir, when set, writes a per-rank Chrome trace of every collective there.
 	TraceDir string
+	// TuneFile is a cost-model file written by `goccl tune`; auto then uses the
+	// calibrated alpha/beta of each transport it covers ("" = the built-in models).
+	TuneFile string
 
 	source string // where rank and world came from, for String
 	err    error  // the first error met while building the config; Init returns it
@@ -197,6 +200,9 @@ func (c Config) String() string {
 	if c.TraceDir != "" {
 		kv("trace", c.TraceDir)
 	}
+	if c.TuneFile != "" {
+		kv("tune_file", c.TuneFile)
+	}
 	return strings.TrimSpace(b.String())
 }
 
@@ -205,3 +211,6 @@ func WithTrace(dir string) Option { return func(c *Config) { c.TraceDir = dir } 
 
 // WithDebugFile sends the rank's log to a file (%h = host, %p = pid).
 func WithDebugFile(path string) Option { return func(c *Config) { c.DebugFile = path } }
+
+// WithTuneFile makes auto use the cost models `goccl tune` wrote to path.
+func WithTuneFile(path string) Option { return func(c *Config) { c.TuneFile = path } }

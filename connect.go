@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -58,7 +59,15 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 	for r := range hosts {
 		hosts[r] = c.PeerHost(r)
 	}
-	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes)
+	var tuned tune.Models
+	if c.cfg.TuneFile != "" {
+		f, err := tune.Load(c.cfg.TuneFile)
+		if err != nil {
+			return fmt.Errorf("goccl: rank %d: tune_file: %w", c.rank, err)
+		}
+		tuned = f.CostModels()
+	}
+	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes, tuned)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup

@@ -63,18 +63,28 @@ func newSelector(spec string) (*selector, error) {
 // shm's model (tcp's if a same-host link is not shm/inmem), links between hosts tcp's;
 // when the ranks span hosts with several on one, algos.HostModel records the layout so
 // that auto prices cross-host links and considers "hier". On one host it is intra.
-func (s *selector) setModel(linkNames, hosts []string, self, chunk int) {
-	intra, inter := algos.ShmModel, algos.TCPModel
+// tuned holds calibrated models by transport (`goccl tune`, Config.TuneFile); a
+// transport it does not cover keeps the built-in model.
+func (s *selector) setModel(linkNames, hosts []string, self, chunk int, tuned map[string]algos.CostModel) {
+	model := func(name string, def algos.CostModel) algos.CostModel {
+		if m, ok := tuned[name]; ok {
+			return m
+		}
+		return def
+	}
+	intra, inter := model("shm", algos.ShmModel), model("tcp", algos.TCPModel)
 	for p, n := range linkNames {
 		if hosts[p] == hosts[self] && n != "self" && n != "shm" && n != "inmem" {
-			intra = algos.TCPModel
+			intra = model(n, algos.TCPModel)
 		}
 		if hosts[p] != hosts[self] && (n == "shm" || n == "inmem") {
-			inter = algos.ShmModel // in-process tests that give goroutines different host names
+			inter = model("shm", algos.ShmModel) // in-process tests that give goroutines different host names
 		}
 	}
 	m := algos.HostModel(intra, inter, algos.LayoutOf(hosts))
-	m.ChunkBytes = chunk
+	if chunk > 0 || m.ChunkBytes == 0 {
+		m.ChunkBytes = chunk
+	}
 	s.model = m
 	s.picks.Clear()
 	s.n.Store(0)

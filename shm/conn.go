@@ -219,7 +219,7 @@ func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
 // machine: the kernel often wakes the peer on the spinning rank's core, where it then
 // waits for the spinner's time slice to end, so the round trip grew with the spin
 // (150 µs at shm.spin=50us, 720 µs at 1ms, against 9 µs without spinning; see
-// PERF-NOTES.md). A yielding poll hands that core over at once and still keeps the
+// BENCHMARKS.md, "Speed"). A yielding poll hands that core over at once and still keeps the
 // CPU from going idle, whose wake-up costs 25-50 µs in a VM.
 func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint32) error {
 	if ready() {

@@ -64,7 +64,7 @@ type Options struct {
 	// a Go duration, default 50µs): a futex wake-up costs 25-50 µs in a VM, so a short
 	// spin keeps small-message latency low while an idle rank still burns no CPU. After
 	// the first 2 µs every poll yields the CPU first, so a peer that the kernel queued
-	// on this rank's core runs at once instead of after the spin (PERF-NOTES.md).
+	// on this rank's core runs at once instead of after the spin (BENCHMARKS.md, "Speed").
 	Spin time.Duration
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).

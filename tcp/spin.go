@@ -13,7 +13,7 @@ import (
 // goroutine's thread: 25-50 µs each in these VMs, far more than a small message's
 // flight over loopback), so a rank that expects an answer soon polls instead. Between
 // polls it yields the CPU (sched_yield), so a peer process or another rank that needs
-// this core gets it at once; see PERF-NOTES.md for what each variant measured.
+// this core gets it at once; see BENCHMARKS.md, "Speed" for what each variant measured.
 type spinReader struct {
 	conn net.Conn
 	rc   syscall.RawConn
@@ -64,7 +64,7 @@ func (s *spinReader) Read(p []byte) (int, error) {
 				return false
 			}
 			// No runtime.Gosched: it wakes an idle P of our own runtime every time,
-			// which costs more than the poll (see PERF-NOTES.md).
+			// which costs more than the poll (see BENCHMARKS.md, "Speed").
 			yield()
 		}
 	})

@@ -174,7 +174,7 @@ func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast
 
 // reduceAtSerial is reduceAt for one small chunk, in the calling goroutine: the
 // messages are the same, but without a goroutine per peer, whose hand-offs would cost
-// more than the messages (see PERF-NOTES.md). Sends of at most algos.EagerBytes do not
+// more than the messages (see BENCHMARKS.md, "Speed"). Sends of at most algos.EagerBytes do not
 // wait for the receiver, so the order cannot deadlock.
 func reduceAtSerial(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool) error {
 	rank, w := p.Rank(), p.Size()

@@ -112,7 +112,7 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 // is one message of at most algos.EagerBytes. Small collectives are latency-bound, and
 // two goroutines per call cost more than the messages themselves (each hand-off wakes
 // an idle thread of the Go runtime: about a third of an 8-byte AllReduce's CPU time
-// went there, see PERF-NOTES.md). It is deadlock-free because the serial order (below)
+// went there, see BENCHMARKS.md, "Speed"). It is deadlock-free because the serial order (below)
 // never has more than two messages unread on a link, which every transport buffers.
 func (pp *pipe) serialOK(sends, recvs []xfer) bool {
 	for _, list := range [2][]xfer{sends, recvs} {

@@ -168,7 +168,7 @@ type op struct {
 
 // allReduceSerial runs a single-chunk double-tree AllReduce in the calling goroutine,
 // which is what small ones are: latency, where goroutines and their hand-offs cost more
-// than the messages (see PERF-NOTES.md). Each link keeps its schedule and tags; this
+// than the messages (see BENCHMARKS.md, "Speed"). Each link keeps its schedule and tags; this
 // rank's messages run in (slot, tree) order, receives before sends of the same slot
 // and tree, which respects every dependency of the concurrent version (a chunk goes
 // up after the children's parts came in; down after it came down or, at the root, was
