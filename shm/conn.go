@@ -22,6 +22,8 @@ import (
 // the in ring as its consumer; each keeps its stream position privately and only
 // publishes it through the ring's head or tail.
 type conn struct {
+	token    []byte // the auth token (nil: none); the creator checks the opener's proof
+	commID   string
 	seg      *segment
 	self     int
 	peer     int
@@ -63,7 +65,7 @@ func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn 
 	}
 	c := &conn{
 		seg: seg, self: e.local.Rank, peer: peer.Rank, peerHost: peer.Host, side: side,
-		opts: e.opts, links: &e.links, watch: watchPid(pid), peerPid: pid,
+		opts: e.opts, links: &e.links, watch: watchPid(pid), peerPid: pid, token: e.local.AuthToken, commID: e.local.CommID,
 		out: seg.dir(side), in: seg.dir(1 - side), readv: processVMReadv, epoch: time.Now(),
 	}
 	c.attached.Store(!seg.creator)
@@ -88,6 +90,9 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 		return fmt.Errorf("shm: send to rank %d: %w: concurrent Send calls on one link", c.peer, transport.ErrInvalid)
 	}
 	defer c.sending.Store(0)
+	if err := c.authenticated(ctx); err != nil {
+		return err
+	}
 	if err := c.usable("send to", true); err != nil {
 		return err
 	}
@@ -313,6 +318,9 @@ func (c *conn) check(ctx context.Context) error {
 			if p := int(atomic.LoadUint32(c.seg.u32(hOpenerPid))); p != c.peerPid {
 				return c.fail(fmt.Errorf("shm: rank %d: %w: segment %s was attached by pid %d, but rank %d's handle names pid %d",
 					c.self, transport.ErrProtocol, c.seg.path, p, c.peer, c.peerPid))
+			}
+			if err := c.seg.checkOpener(c.token, c.commID, c.self, c.peer, c.peerPid); err != nil {
+				return c.fail(err)
 			}
 			c.attached.Store(true)
 		}

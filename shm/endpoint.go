@@ -124,6 +124,11 @@ func (e *endpoint) create(ctx context.Context, name, key string, lo, hi int) (*s
 	if err != nil {
 		return nil, err
 	}
+	if err := seg.sealCreator(e.local.AuthToken, e.local.CommID, lo, hi); err != nil {
+		seg.unlink()
+		seg.unmap()
+		return nil, err
+	}
 	if err := e.local.Store.Set(ctx, key, []byte(name)); err != nil {
 		seg.unlink()
 		seg.unmap()
@@ -176,7 +181,11 @@ func (e *endpoint) attach(ctx context.Context, name, key string, lo, hi, peer in
 	if err != nil {
 		return nil, err
 	}
-	if err := seg.validate(e.local.CommID, lo, hi, pid); err != nil {
+	err = seg.validate(e.local.CommID, lo, hi, pid)
+	if err == nil {
+		err = seg.checkCreator(e.local.AuthToken, e.local.CommID, lo, hi, os.Getpid())
+	}
+	if err != nil {
 		atomic.StoreUint32(seg.u32(hAttach), attachRejected)
 		futexWake(seg.u32(hAttach))
 		seg.unmap()

@@ -23,6 +23,9 @@ const scPiece = 256 << 10
 // as the sender publishes it (or, for a single-copy message, reading straight from the
 // sender's memory into buf).
 func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
+	if err := c.authenticated(ctx); err != nil {
+		return err
+	}
 	return c.recv(ctx, want, len(buf), buf, nil)
 }
 
@@ -31,6 +34,9 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
 	if n < 0 || fn == nil {
 		return fmt.Errorf("shm: recv from rank %d: %w: RecvStream needs n >= 0 and a callback (got n=%d)", c.peer, transport.ErrInvalid, n)
+	}
+	if err := c.authenticated(ctx); err != nil {
+		return err
 	}
 	return c.recv(ctx, want, n, nil, fn)
 }
