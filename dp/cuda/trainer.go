@@ -296,37 +296,7 @@ func (t *Trainer) MicroStep(ctx context.Context, step, micro int, st *mlp.StepTi
 
 // Step runs the step's micro-steps and the optimizer, like mlp.Trainer.Step.
 func (t *Trainer) Step(ctx context.Context, step int, sync bool) (mlp.StepTimes, error) {
-	var st mlp.StepTimes
-	start := time.Now()
-	A := t.Eng.AccumSteps()
-	for a := range A {
-		var restore func()
-		if !sync {
-			restore = t.Eng.NoSync()
-		}
-		loss, err := t.MicroStep(ctx, step, a, &st)
-		if restore != nil {
-			restore()
-		}
-		if err != nil {
-			return st, err
-		}
-		st.Loss += loss / float64(A)
-	}
-	t0 := time.Now()
-	var err error
-	if sync {
-		err = t.Eng.Step(ctx)
-	} else {
-		err = t.Eng.LocalStep(ctx)
-	}
-	if err != nil {
-		return st, err
-	}
-	st.Optim = time.Since(t0)
-	st.Total = time.Since(start)
-	st.Comm = t.Eng.LastStep()
-	return st, nil
+	return mlp.RunStep(ctx, t.Eng, sync, func(a int, st *mlp.StepTimes) (float64, error) { return t.MicroStep(ctx, step, a, st) })
 }
 
 func f32Bytes(xs []float32) []byte {

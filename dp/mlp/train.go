@@ -183,15 +183,23 @@ func (t *Trainer) MicroStep(ctx context.Context, step, micro int, st *StepTimes)
 // Step runs the step's micro-steps and the optimizer. With sync false it runs them
 // under NoSync and applies LocalStep (DDP only), to time a step without communication.
 func (t *Trainer) Step(ctx context.Context, step int, sync bool) (StepTimes, error) {
+	return RunStep(ctx, t.Eng, sync, func(a int, st *StepTimes) (float64, error) { return t.MicroStep(ctx, step, a, st) })
+}
+
+// RunStep is one optimizer step of any trainer on eng: its accumulation micro-steps
+// (with communication off on all of them when sync is false, like PyTorch's no_sync),
+// then the engine's Step (or LocalStep), with the times and the loss averaged over the
+// micro-steps. micro runs micro-step a and returns its loss.
+func RunStep(ctx context.Context, eng *dp.Engine, sync bool, micro func(a int, st *StepTimes) (float64, error)) (StepTimes, error) {
 	var st StepTimes
 	start := time.Now()
-	A := t.Eng.AccumSteps()
+	A := eng.AccumSteps()
 	for a := range A {
 		var restore func()
 		if !sync { // otherwise the engine's accumulation counter decides
-			restore = t.Eng.NoSync()
+			restore = eng.NoSync()
 		}
-		loss, err := t.MicroStep(ctx, step, a, &st)
+		loss, err := micro(a, &st)
 		if restore != nil {
 			restore()
 		}
@@ -203,16 +211,16 @@ func (t *Trainer) Step(ctx context.Context, step int, sync bool) (StepTimes, err
 	t0 := time.Now()
 	var err error
 	if sync {
-		err = t.Eng.Step(ctx)
+		err = eng.Step(ctx)
 	} else {
-		err = t.Eng.LocalStep(ctx)
+		err = eng.LocalStep(ctx)
 	}
 	if err != nil {
 		return st, err
 	}
 	st.Optim = time.Since(t0)
 	st.Total = time.Since(start)
-	st.Comm = t.Eng.LastStep()
+	st.Comm = eng.LastStep()
 	return st, nil
 }
 
