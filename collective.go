@@ -48,6 +48,7 @@ func (p *opPeers) Size() int                    { return p.c.size }
 func (p *opPeers) Link(peer int) transport.Conn { return p.c.links[peer] }
 func (p *opPeers) Host(r int) string            { return p.c.PeerHost(r) }
 func (p *opPeers) Transport(r int) string       { return p.c.TransportOf(r) }
+func (p *opPeers) EagerBytes() int              { return p.c.eager }
 func (p *opPeers) Header(tag uint32) transport.Header {
 	h := p.hdr
 	h.Tag = tag
@@ -56,23 +57,21 @@ func (p *opPeers) Header(tag uint32) transport.Header {
 
 // collective queues k and returns its Work.
 func (c *Comm) collective(ctx context.Context, k call) *Work {
-	return c.submit(ctx, k.fingerprint(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
-		return c.runCollective(ctx, w, k)
-	})
+	w := &Work{ctx: ctx, opSpec: opSpec{coll: k, bytes: k.count * k.dt.Size()}}
+	return c.submit(w)
 }
 
 // collectiveSync runs k and waits for it; on an idle communicator it runs on the
 // caller's goroutine (no hand-off to the loop and back: two thread wake-ups saved).
 func (c *Comm) collectiveSync(ctx context.Context, k call) error {
-	return c.runSync(ctx, k.fingerprint(), k.count*k.dt.Size(), func(ctx context.Context, w *Work) error {
-		return c.runCollective(ctx, w, k)
-	})
+	return c.runSync(ctx, opSpec{coll: k, bytes: k.count * k.dt.Size()})
 }
 
-func (c *Comm) runCollective(ctx context.Context, w *Work, k call) error {
+func (c *Comm) runCollective(ctx context.Context, w *Work, k *call) error {
 	c.seq++
 	c.progress.Store(c.seq)
 	hdr := transport.Header{Seq: c.seq, Fp: k.fingerprint()}
+	c.setProgress(hdr.Seq, hdr.Fp)
 	err := c.doCollective(ctx, w, k, hdr)
 	if err == nil {
 		return nil
@@ -80,7 +79,15 @@ func (c *Comm) runCollective(ctx context.Context, w *Work, k call) error {
 	return c.failOp(ctx, hdr, err)
 }
 
-func (c *Comm) doCollective(ctx context.Context, w *Work, k call, hdr transport.Header) error {
+// opScratch is what one collective needs besides its call, kept in the communicator and
+// reused (operations run one at a time under execMu) so that a small collective
+// allocates nothing.
+type opScratch struct {
+	args  algos.Args
+	peers opPeers
+}
+
+func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport.Header) error {
 	if !k.dt.Valid() {
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16)",
 			c.rank, k.kind, transport.ErrInvalid, k.dt)
@@ -105,25 +112,36 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k call, hdr transport.
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 	}
-	a := &algos.Args{Kind: k.kind, Send: send, Recv: recv, Count: k.count, DType: k.dt, Op: k.op,
-		Root: k.root, SendPeer: -1, RecvPeer: -1, ChunkBytes: c.cfg.ChunkBytes}
+	a, peers := &c.scratch.args, &c.scratch.peers
+	*a = algos.Args{Kind: k.kind, Send: send, Recv: recv, Count: k.count, DType: k.dt, Op: k.op,
+		Root: k.root, SendPeer: -1, RecvPeer: -1, ChunkBytes: c.chunk}
+	*peers = opPeers{c: c, hdr: hdr}
+	defer func() { *a, *peers = algos.Args{}, opPeers{} }() // do not keep the caller's buffers alive
 	if err := algos.Validate(a, c.rank, c.size); err != nil {
 		finish(false)
 		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
-	if err := alg.Run(ctx, &opPeers{c: c, hdr: hdr}, a); err != nil {
+	if err := alg.Run(ctx, peers, a); err != nil {
 		finish(false)
 		return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, alg.Name(), err)
 	}
 	return finish(true)
 }
 
+func hostFinish(bool) error { return nil }
+
 // hostBuffers returns host views of send and recv. Device buffers are staged through
 // pinned host memory: finish(true) copies the result back and frees the staging.
 func (c *Comm) hostBuffers(ctx context.Context, send, recv Buffer) (s, r []byte, finish func(ok bool) error, err error) {
 	if send.Kind() == transport.Host && recv.Kind() == transport.Host {
-		return send.Bytes(), recv.Bytes(), func(bool) error { return nil }, nil
+		return send.Bytes(), recv.Bytes(), hostFinish, nil
 	}
+	return c.stageBuffers(ctx, send, recv)
+}
+
+// stageBuffers is hostBuffers for device memory (apart, so that the host path does not
+// move its arguments to the heap for the closures below).
+func (c *Comm) stageBuffers(ctx context.Context, send, recv Buffer) (s, r []byte, finish func(ok bool) error, err error) {
 	if cuda.Loaded() == nil {
 		// Load the runtime the config names (GOCCL_CUDA_LIB); the stager uses it.
 		cuda.Load(c.cfg.Params["cuda.lib"])

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goccl/goccl/internal/trace"
 	"github.com/goccl/goccl/transport"
@@ -47,18 +48,35 @@ type Comm struct {
 	lastBlocked atomic.Pointer[string] // the link a timed-out operation was waiting on
 	progress    atomic.Uint64          // collectives started (c.seq), for the watchdog
 
-	queue     chan *Work
+	queue     []*Work       // issued and not yet started, oldest first; guarded by mu
+	queued    atomic.Int64  // len(queue), read without mu
+	wake      chan struct{} // kicks loop: something is queued
 	quit      chan struct{}
 	loopDone  chan struct{}
 	watchDone chan struct{}
-	seq       uint64   // operations issued so far; touched only by the loop
+	seq       uint64   // operations issued so far; touched only under execMu
 	sendSeq   []uint64 // point-to-point messages sent to each peer
 	recvSeq   []uint64 // and received from it
 	splitSeq  atomic.Uint64
-	cancelCur atomic.Pointer[context.CancelFunc]
 
-	execMu  sync.Mutex   // held while an operation runs (on the loop or inline)
-	pending atomic.Int64 // operations queued or running
+	execMu    sync.Mutex  // held while an operation runs (on the loop or a caller's goroutine)
+	inline    Work        // the Work of a blocking call run on the caller's goroutine; under execMu
+	op        opCtx       // the context operations run under (opctx.go)
+	opStop    func() bool // disarms the running operation's AfterFunc on its caller's context; under execMu
+	opMu      sync.Mutex  // guards the three below and op's replacement
+	opCancel  context.CancelCauseFunc
+	opRunning bool
+	opGen     uint64
+	opStarted time.Time
+
+	progMu  sync.Mutex
+	prog    progressRec // the collective started last, for the watchdog
+	scratch opScratch   // per-operation state reused under execMu
+	opSince int64       // the running operation's start in monoNow's units; set under execMu before it runs
+
+	localEager int // the smallest eager size this rank's links promise (transport.Eager)
+	eager      int // the smallest over every rank, agreed at Init; what algorithms see
+	chunk      int // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
 
 	mu     sync.Mutex
 	err    error // sticky failure
@@ -79,6 +97,11 @@ func (c *Comm) Host() string { return c.host }
 
 // ID is the communicator's id, unique within its store.
 func (c *Comm) ID() string { return c.id }
+
+// EagerBytes is the message size every rank's links take without a running receive
+// (transport.Eager), agreed at Init: algorithms send steps up to it from the calling
+// goroutine.
+func (c *Comm) EagerBytes() int { return c.eager }
 
 // Config is the effective configuration.
 func (c *Comm) Config() Config { return c.cfg }
@@ -131,9 +154,7 @@ func (c *Comm) Abort(reason error) {
 		reason = errors.New("aborted")
 	}
 	c.fail(fmt.Errorf("goccl: rank %d: communicator aborted: %w: %w", c.rank, transport.ErrClosed, reason))
-	if cancel := c.cancelCur.Load(); cancel != nil {
-		(*cancel)()
-	}
+	c.cancelOp(reason)
 	for _, l := range c.links {
 		if l != nil {
 			l.Close()
@@ -157,6 +178,7 @@ func (c *Comm) Close() error {
 	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
 	c.execMu.Unlock()
 	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
+	c.cancelOp(transport.ErrClosed) // releases what the transports registered on it
 	unregisterLive(c)
 	var terr error
 	if c.tracer != nil {

@@ -3,9 +3,11 @@ package goccl
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/transport"
 )
@@ -39,6 +41,7 @@ func (c *Comm) choose(names []string, peer int) (string, []string) {
 // connectAll links this rank to every peer, all pairs at once.
 func (c *Comm) connectAll(ctx context.Context, names []string) error {
 	c.links = make([]transport.Conn, c.size)
+	c.localEager, c.eager = math.MaxInt, algos.EagerBytes
 	c.linkStates = make([]linkState, c.size)
 	c.linkNames = make([]string, c.size)
 	c.linkNames[c.rank] = "self"
@@ -86,7 +89,12 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 				cancel(fmt.Errorf("goccl: rank %d: connect to rank %d on %s over %s: %w", c.rank, peer, p.Host, name, err))
 				return
 			}
+			eager := algos.EagerBytes
+			if e, ok := conn.(transport.Eager); ok {
+				eager = e.EagerBytes()
+			}
 			mu.Lock()
+			c.localEager = min(c.localEager, eager)
 			c.links[peer] = c.observe(peer, conn)
 			c.closers = append(c.closers, conn)
 			mu.Unlock()
@@ -127,5 +135,57 @@ func (c *Comm) findOffloader() transport.Offloader {
 	if o, ok := c.eps[name].(transport.Offloader); ok {
 		return o
 	}
+	return nil
+}
+
+// tcpChunkBytes is the pipelining unit when every link of every rank is tcp: a larger
+// chunk than the algorithms' default (512 KiB) saves a sixth to a fifth of the CPU of a
+// large AllReduce over loopback, where each message costs system calls on both sides
+// (BENCHMARKS.md, "tcp").
+const tcpChunkBytes = 2 << 20
+
+// agreeEager makes every rank assume the same eager size (transport.Eager), the smallest
+// that any link of any rank promises, and the same pipelining unit. Algorithms choose
+// which messages to send by both, so ranks must not differ. It is one AllReduce(min)
+// with sequence number 0, which no user operation has, run before Init returns.
+func (c *Comm) agreeEager(ctx context.Context) error {
+	c.chunk = c.cfg.ChunkBytes
+	if c.localEager == math.MaxInt { // no links: a single rank
+		return nil
+	}
+	chunk := int64(0) // the algorithms' default, unless every link is tcp
+	if c.cfg.ChunkBytes == 0 {
+		chunk = tcpChunkBytes
+		for p, n := range c.linkNames {
+			if p != c.rank && n != "tcp" {
+				chunk = 0
+			}
+		}
+	}
+	v := []int64{int64(c.localEager), chunk}
+	b := HostSlice(v)
+	k := call{kind: KindAllReduce, send: b, recv: b, count: 2, dt: Int64, op: Min, root: -1}
+	c.execMu.Lock()
+	err := c.doCollective(ctx, &Work{}, &k, transport.Header{Seq: 0, Fp: k.fingerprint()})
+	c.execMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("goccl: rank %d: agreeing on the eager message size at init: %w", c.rank, err)
+	}
+	c.eager = max(int(v[0]), algos.EagerBytes)
+	if c.cfg.ChunkBytes == 0 {
+		c.chunk = int(v[1])
+	}
+	// The cost model prices steps up to the eager size as serial; every rank has the
+	// same value now, so every rank's auto still picks alike.
+	sel := c.sel.Load()
+	sel.model.EagerBytes = c.eager
+	if c.chunk > 0 {
+		sel.model.ChunkBytes = c.chunk
+	}
+	sel.mu.Lock()
+	sel.picks = nil
+	sel.mu.Unlock()
+	sel.last.Store(nil)
+	c.log.Debug("eager size", "subsys", "INIT", "bytes", c.eager, "local", c.localEager)
 	return nil
 }

@@ -100,9 +100,12 @@ func (c *Comm) implicated(err error) int {
 	var ra *remoteAbort
 	var pe *transport.PeerError
 	var mm *transport.MismatchError
+	var de *desyncError
 	switch {
 	case errors.As(err, &ra):
 		return ra.implicate
+	case errors.As(err, &de):
+		return de.peer
 	case errors.As(err, &mm):
 		return mm.Peer
 	case errors.As(err, &pe):
@@ -116,6 +119,10 @@ func (c *Comm) implicated(err error) int {
 // failOp runs the three steps above and returns the error for the caller.
 func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) error {
 	err = c.explain(err, hdr)
+	if de, ok := desyncCause(ctx); ok {
+		// The watchdog cancelled it: say why first, so errors.Is finds ErrMismatch.
+		err = fmt.Errorf("goccl: rank %d: %s op #%d: %w (it was then cancelled: %v)", c.rank, hdr.Fp.Kind, hdr.Seq, de, err)
+	}
 	code, who := abortCode(err), c.implicated(err)
 	origin := c.rank
 	var ra *remoteAbort

@@ -144,7 +144,7 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		cfg: cfg, rank: cfg.Rank, size: cfg.WorldSize, localRank: cfg.LocalRank, host: cfg.Host, id: id,
 		store:     rendezvous.WithPrefix(base, "goccl/"+id),
 		eps:       map[string]transport.Endpoint{},
-		queue:     make(chan *Work, 1024),
+		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		watchDone: make(chan struct{}),
@@ -152,10 +152,15 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		recvSeq:   make([]uint64, cfg.WorldSize),
 	}
 	c.sel.Store(sel)
+	c.initOpCtx()
 	c.log = newLogger(cfg, c.rank)
 	if err := c.wire(ctx); err != nil {
 		// The code keeps the failure's sentinel for the other ranks (ErrAuth stays ErrAuth).
 		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("%d rank %d: %v", abortCode(err), c.rank, err)))
+		c.release()
+		return nil, err
+	}
+	if err := c.agreeEager(ctx); err != nil { // before tracing: it is not the user's
 		c.release()
 		return nil, err
 	}

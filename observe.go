@@ -15,7 +15,10 @@ import (
 
 // linkState is what the flight recorder knows about one link right now.
 type linkState struct {
-	sendSince atomic.Int64 // unix nanos when a blocked Send began; 0 when none
+	// When the operation of a blocked Send (Recv) began, in monoNow's units; 0 when none is
+	// blocked. The operation's start, not the message's, so that a message costs no clock
+	// read: for "who is stuck" it is which link that matters.
+	sendSince atomic.Int64
 	recvSince atomic.Int64
 	sent      atomic.Uint64 // bytes
 	received  atomic.Uint64
@@ -44,6 +47,16 @@ func (c *Comm) observe(peer int, l transport.Conn) transport.Conn {
 	return o
 }
 
+// monoEpoch anchors monoNow.
+var monoEpoch = time.Now()
+
+// monoNow is a monotonic clock in nanoseconds (never 0): one clock read, where
+// time.Now takes two (wall and monotonic).
+func monoNow() int64 { return monoOf(time.Now()) }
+
+// monoOf is t in monoNow's units, without reading the clock.
+func monoOf(t time.Time) int64 { return int64(t.Sub(monoEpoch)) + 1 }
+
 // Trace track ids: 0 holds the collectives, 1000+p sends to peer p, 2000+p receives.
 const (
 	tidColl = 0
@@ -52,46 +65,54 @@ const (
 )
 
 func (o *obsConn) Send(ctx context.Context, h transport.Header, p []byte) error {
-	t0 := time.Now()
-	o.state.sendSince.Store(t0.UnixNano())
+	t0, tr := o.c.opSince, o.c.tracer
+	var wall time.Time
+	if tr != nil {
+		wall = time.Now()
+	}
+	o.state.sendSince.Store(t0)
 	err := o.Conn.Send(ctx, h, p)
 	o.state.sendSince.Store(0)
 	if err != nil {
 		err = o.blocked(err, "send to", t0)
 	}
 	o.state.sent.Add(uint64(len(p)))
-	if tr := o.c.tracer; tr != nil {
-		tr.Span(tidSend+o.peer, "link", "send", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": len(p), "tag": h.Tag})
+	if tr != nil {
+		tr.Span(tidSend+o.peer, "link", "send", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": len(p), "tag": h.Tag})
 	}
 	return err
 }
 
 func (o *obsConn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
-	t0 := time.Now()
-	o.state.recvSince.Store(t0.UnixNano())
+	t0, tr := o.c.opSince, o.c.tracer
+	var wall time.Time
+	if tr != nil {
+		wall = time.Now()
+	}
+	o.state.recvSince.Store(t0)
 	err := o.Conn.Recv(ctx, want, buf)
 	o.state.recvSince.Store(0)
 	if err != nil {
 		err = o.blocked(err, "receive from", t0)
 	}
 	o.state.received.Add(uint64(len(buf)))
-	if tr := o.c.tracer; tr != nil {
-		tr.Span(tidRecv+o.peer, "link", "recv", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": len(buf), "tag": want.Tag})
+	if tr != nil {
+		tr.Span(tidRecv+o.peer, "link", "recv", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": len(buf), "tag": want.Tag})
 	}
 	return err
 }
 
 // blocked says, in a timeout, which peer this rank was waiting for and for how long
 // (the answer to "who is stuck"); the flight recorder keeps it too.
-func (o *obsConn) blocked(err error, what string, since time.Time) error {
+func (o *obsConn) blocked(err error, what string, since int64) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {
 		return err
 	}
+	waited := time.Duration(monoNow() - since).Round(time.Millisecond)
 	msg := fmt.Sprintf("rank %d (host %s, %s, %s) after %v", o.peer, o.c.PeerHost(o.peer), strings.TrimSuffix(what, " to"),
-		o.c.linkNames[o.peer], time.Since(since).Round(time.Millisecond))
+		o.c.linkNames[o.peer], waited)
 	o.c.lastBlocked.Store(&msg)
-	return fmt.Errorf("timed out waiting to %s rank %d (host %s) for %v: %w", what, o.peer, o.c.PeerHost(o.peer),
-		time.Since(since).Round(time.Millisecond), err)
+	return fmt.Errorf("timed out waiting to %s rank %d (host %s) for %v: %w", what, o.peer, o.c.PeerHost(o.peer), waited, err)
 }
 
 // Describe passes the link's own description through.
@@ -103,16 +124,20 @@ func (o *obsConn) Describe() string {
 }
 
 func (o *obsStreamConn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
-	t0 := time.Now()
-	o.state.recvSince.Store(t0.UnixNano())
+	t0, tr := o.c.opSince, o.c.tracer
+	var wall time.Time
+	if tr != nil {
+		wall = time.Now()
+	}
+	o.state.recvSince.Store(t0)
 	err := o.s.RecvStream(ctx, want, n, fn)
 	o.state.recvSince.Store(0)
 	if err != nil {
 		err = o.blocked(err, "receive from", t0)
 	}
 	o.state.received.Add(uint64(n))
-	if tr := o.c.tracer; tr != nil {
-		tr.Span(tidRecv+o.peer, "link", "recv+reduce", t0, time.Since(t0), map[string]any{"peer": o.peer, "bytes": n, "tag": want.Tag})
+	if tr != nil {
+		tr.Span(tidRecv+o.peer, "link", "recv+reduce", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": n, "tag": want.Tag})
 	}
 	return err
 }
@@ -140,43 +165,57 @@ type OpRecord struct {
 	Err      string    // the error, for failed operations
 	Waiting  []string  // while running: "rank 2 (recv, 1.2s)" for every link it is blocked on
 
-	desc fmt.Stringer // formats Op when the record is read (nothing is formatted per call)
+	desc fmt.Stringer          // formats Op when the record is read (nothing is formatted per call)
+	fp   transport.Fingerprint // a collective's, when desc is nil
 }
 
 // flightRecords is how many operations each communicator remembers.
 const flightRecords = 64
 
 type flight struct {
-	mu   sync.Mutex
-	ops  [flightRecords]OpRecord
-	n    uint64 // records written so far
-	byOp map[*Work]uint64
+	mu  sync.Mutex
+	ops [flightRecords]OpRecord
+	n   uint64 // records written so far; a Work keeps the number of its own
 }
 
-func (f *flight) queued(w *Work, op fmt.Stringer) {
+// queued records w as issued.
+func (f *flight) queued(w *Work, now time.Time) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.byOp == nil {
-		f.byOp = map[*Work]uint64{}
-	}
 	f.n++
-	f.ops[(f.n-1)%flightRecords] = OpRecord{Seq: f.n, desc: op, State: OpQueued, Queued: time.Now()}
-	f.byOp[w] = f.n
-}
-
-func (f *flight) update(w *Work, fn func(r *OpRecord)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n, ok := f.byOp[w]
-	if !ok || f.n-n >= flightRecords {
-		return
+	w.rec = f.n
+	r := &f.ops[(f.n-1)%flightRecords]
+	*r = OpRecord{Seq: f.n, desc: w.desc, State: OpQueued, Queued: now}
+	if w.desc == nil {
+		r.fp = w.coll.fingerprint()
 	}
-	fn(&f.ops[(n-1)%flightRecords])
+	f.mu.Unlock()
 }
 
-func (f *flight) forget(w *Work) {
+// record returns operation n's record, or nil once newer ones have overwritten it; the
+// caller holds mu.
+func (f *flight) record(n uint64) *OpRecord {
+	if n == 0 || f.n-n >= flightRecords {
+		return nil
+	}
+	return &f.ops[(n-1)%flightRecords]
+}
+
+func (f *flight) started(n uint64, t time.Time) {
 	f.mu.Lock()
-	delete(f.byOp, w)
+	if r := f.record(n); r != nil {
+		r.State, r.Started = OpRunning, t
+	}
+	f.mu.Unlock()
+}
+
+func (f *flight) finished(n uint64, t time.Time, algo string, err error) {
+	f.mu.Lock()
+	if r := f.record(n); r != nil {
+		r.State, r.Finished, r.Algo = OpDone, t, algo
+		if err != nil {
+			r.State, r.Err = OpFailed, err.Error()
+		}
+	}
 	f.mu.Unlock()
 }
 
@@ -195,6 +234,8 @@ func (c *Comm) FlightRecord() []OpRecord {
 		r := f.ops[i%flightRecords]
 		if r.desc != nil {
 			r.Op, r.desc = r.desc.String(), nil
+		} else {
+			r.Op = r.fp.String()
 		}
 		if r.State == OpRunning {
 			r.Waiting = c.waitingOn()
@@ -212,7 +253,7 @@ func (c *Comm) FlightRecord() []OpRecord {
 // waitingOn lists the links a running operation is blocked on.
 func (c *Comm) waitingOn() []string {
 	var out []string
-	now := time.Now().UnixNano()
+	now := monoNow()
 	for p := range c.linkStates {
 		s := &c.linkStates[p]
 		if t := s.recvSince.Load(); t != 0 {
@@ -277,11 +318,13 @@ type LinkTotals struct {
 }
 
 type counters struct {
-	mu     sync.Mutex
-	ops    uint64
-	errors uint64
-	bytes  uint64
-	byAlgo map[string]AlgoStats
+	mu       sync.Mutex
+	ops      uint64
+	errors   uint64
+	bytes    uint64
+	byAlgo   map[string]*AlgoStats
+	lastName string // the algorithm counted last, and its entry: saves a map lookup per call
+	last     *AlgoStats
 }
 
 func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
@@ -294,14 +337,20 @@ func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
 	if algo == "" {
 		return
 	}
-	if k.byAlgo == nil {
-		k.byAlgo = map[string]AlgoStats{}
+	a := k.last
+	if a == nil || k.lastName != algo {
+		if k.byAlgo == nil {
+			k.byAlgo = map[string]*AlgoStats{}
+		}
+		if a = k.byAlgo[algo]; a == nil {
+			a = new(AlgoStats)
+			k.byAlgo[algo] = a
+		}
+		k.lastName, k.last = algo, a
 	}
-	a := k.byAlgo[algo]
 	a.Calls++
 	a.Bytes += uint64(bytes)
 	a.Time += d
-	k.byAlgo[algo] = a
 	k.bytes += uint64(bytes)
 }
 
@@ -311,7 +360,7 @@ func (c *Comm) Stats() Stats {
 	s := Stats{Ops: c.counters.ops, Errors: c.counters.errors, Bytes: c.counters.bytes,
 		ByAlgo: map[string]AlgoStats{}, Transport: map[string]LinkTotals{}}
 	for k, v := range c.counters.byAlgo {
-		s.ByAlgo[k] = v
+		s.ByAlgo[k] = *v
 	}
 	c.counters.mu.Unlock()
 	for p := range c.linkStates {

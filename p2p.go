@@ -34,19 +34,18 @@ func (c *Comm) RecvAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 // from recvPeer into recv, concurrently (a ring shift, a pairwise exchange). A peer of
 // -1 skips that half.
 func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
-	return c.runSync(ctx, p2pDesc{dt, count, sendPeer, recvPeer}, count*dt.Size(), func(ctx context.Context, w *Work) error {
+	return c.runSync(ctx, opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
 		w.algo = "p2p"
 		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
-	})
+	}})
 }
 
 // SendRecvAsync queues a SendRecv.
 func (c *Comm) SendRecvAsync(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) *Work {
-	desc := p2pDesc{dt, count, sendPeer, recvPeer}
-	return c.submit(ctx, desc, count*dt.Size(), func(ctx context.Context, w *Work) error {
+	return c.submit(&Work{ctx: ctx, opSpec: opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
 		w.algo = "p2p"
 		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
-	})
+	}}})
 }
 
 func (c *Comm) runP2P(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {

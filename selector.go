@@ -9,8 +9,10 @@ import (
 	"github.com/goccl/goccl/algos"
 	_ "github.com/goccl/goccl/algos/hier" // the built-in algorithms register themselves
 	_ "github.com/goccl/goccl/algos/naive"
+	_ "github.com/goccl/goccl/algos/rd"
 	_ "github.com/goccl/goccl/algos/ring"
 	_ "github.com/goccl/goccl/algos/tree"
+	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -34,8 +36,16 @@ func init() { algos.Register(offloadMarker{}) }
 type selector struct {
 	spec  *algos.Spec
 	model algos.CostModel
-	picks sync.Map // pickKey -> pickResult: the choice (and its reason) per call shape
-	n     atomic.Int32
+	// picks caches the choice (and its reason) per call shape. A plain map under a read
+	// lock: sync.Map would box every key into an interface, one allocation per call.
+	mu    sync.RWMutex
+	picks map[pickKey]pickResult
+	last  atomic.Pointer[lastPick] // the latest pick: loops repeat one shape, and this skips the map's hash
+}
+
+type lastPick struct {
+	k pickKey
+	r pickResult
 }
 
 type pickKey struct {
@@ -59,35 +69,17 @@ func newSelector(spec string) (*selector, error) {
 	return &selector{spec: sp, model: algos.TCPModel}, nil
 }
 
-// setModel builds the cost model from the links and the hosts: intra-host links get
-// shm's model (tcp's if a same-host link is not shm/inmem), links between hosts tcp's;
-// when the ranks span hosts with several on one, algos.HostModel records the layout so
-// that auto prices cross-host links and considers "hier". On one host it is intra.
-// tuned holds calibrated models by transport (`goccl tune`, Config.TuneFile); a
-// transport it does not cover keeps the built-in model.
+// setModel builds the cost model from the links and the hosts (tune.ModelFor: shm's
+// model inside a host, tcp's between hosts, the host layout when ranks span hosts, the
+// host's cores). tuned holds calibrated models by transport (`goccl tune`,
+// Config.TuneFile); a transport it does not cover keeps the built-in model.
 func (s *selector) setModel(linkNames, hosts []string, self, chunk int, tuned map[string]algos.CostModel) {
-	model := func(name string, def algos.CostModel) algos.CostModel {
-		if m, ok := tuned[name]; ok {
-			return m
-		}
-		return def
-	}
-	intra, inter := model("shm", algos.ShmModel), model("tcp", algos.TCPModel)
-	for p, n := range linkNames {
-		if hosts[p] == hosts[self] && n != "self" && n != "shm" && n != "inmem" {
-			intra = model(n, algos.TCPModel)
-		}
-		if hosts[p] != hosts[self] && (n == "shm" || n == "inmem") {
-			inter = model("shm", algos.ShmModel) // in-process tests that give goroutines different host names
-		}
-	}
-	m := algos.HostModel(intra, inter, algos.LayoutOf(hosts))
-	if chunk > 0 || m.ChunkBytes == 0 {
-		m.ChunkBytes = chunk
-	}
+	m := tune.ModelFor(linkNames, hosts, self, chunk, tuned)
 	s.model = m
-	s.picks.Clear()
-	s.n.Store(0)
+	s.mu.Lock()
+	s.picks = nil
+	s.mu.Unlock()
+	s.last.Store(nil)
 }
 
 // pick returns the algorithm for one call and why; nil with no error means "offload it".
@@ -95,17 +87,33 @@ func (s *selector) pick(kind Kind, bytes, world int, off transport.Offloader) (a
 	k := pickKey{kind, bytes, world}
 	var a algos.Algorithm
 	var why string
-	if v, ok := s.picks.Load(k); ok {
-		r := v.(pickResult)
+	var r pickResult
+	ok := false
+	if l := s.last.Load(); l != nil && l.k == k {
+		r, ok = l.r, true
+	} else {
+		s.mu.RLock()
+		r, ok = s.picks[k]
+		s.mu.RUnlock()
+		if ok {
+			s.last.Store(&lastPick{k, r})
+		}
+	}
+	if ok {
 		a, why = r.a, r.why
 	} else {
 		var err error
 		if a, why, err = s.spec.Resolve(kind, bytes, world, s.model); err != nil {
 			return nil, "", err
 		}
-		if s.n.Add(1) <= maxPicks {
-			s.picks.Store(k, pickResult{a, why})
+		s.mu.Lock()
+		if s.picks == nil {
+			s.picks = make(map[pickKey]pickResult)
 		}
+		if len(s.picks) < maxPicks {
+			s.picks[k] = pickResult{a, why}
+		}
+		s.mu.Unlock()
 	}
 	if a.Name() != offloadAlgo {
 		return a, why, nil
@@ -116,6 +124,10 @@ func (s *selector) pick(kind Kind, bytes, world int, off transport.Offloader) (a
 	}
 	return nil, "nccl (offload)", nil
 }
+
+// CostModel is the model auto prices algorithms with on this communicator: the built-in
+// or tuned one of its links, with the eager size and chunk the ranks agreed at Init.
+func (c *Comm) CostModel() algos.CostModel { return c.sel.Load().model }
 
 // Algo names the algorithm this communicator would run for kind on a call of bytes
 // (counted as nccl-tests' size column), with the reason.
@@ -137,11 +149,11 @@ func (c *Comm) SetAlgo(spec string) error {
 	if err != nil {
 		return err
 	}
-	return c.submit(context.Background(), stringer("set algo "+spec), 0, func(context.Context, *Work) error {
+	return c.submit(&Work{ctx: context.Background(), opSpec: opSpec{desc: stringer("set algo " + spec), run: func(context.Context, *Work) error {
 		sel.model = c.sel.Load().model
 		c.sel.Store(sel)
 		return nil
-	}).Wait(context.Background())
+	}}}).Wait(context.Background())
 }
 
 type stringer string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -11,17 +12,50 @@ import (
 
 // Work is a queued operation. Wait for it before touching its buffers.
 type Work struct {
-	ctx   context.Context
-	run   func(ctx context.Context, w *Work) error
-	desc  fmt.Stringer // for the flight recorder and trace; formatted only when read
-	bytes int          // user bytes, for Stats
-	algo  string       // set by the operation when it knows
-	done  chan struct{}
+	c   *Comm
+	ctx context.Context
+	opSpec
+	algo  string // set by the operation when it knows
+	rec   uint64 // the flight recorder's number for it
+	state atomic.Uint32
+	done  chan struct{} // closed when finished; nil for an inline call nobody can wait on
 	err   error
 }
 
+// opSpec is what an operation does.
+type opSpec struct {
+	run   func(ctx context.Context, w *Work) error // nil for a collective: coll says what to run
+	coll  call
+	desc  fmt.Stringer // what run does, for the flight recorder and trace; formatted only when read
+	bytes int          // user bytes, for Stats
+}
+
+// The states of a Work.
+const (
+	workQueued uint32 = iota
+	workRunning
+	workDone
+)
+
 // Wait blocks until the operation finished (or ctx ends) and returns its error.
+//
+// A waiting caller runs the queued operations itself, in issue order, up to and
+// including this one, when no other goroutine is running them: handing an operation to
+// the communicator's goroutine and back costs two thread wake-ups (25-50 µs in a VM),
+// far more than a small collective. It does so only for operations that ctx cannot
+// outlive: ones issued with ctx itself, or all of them when ctx never ends
+// (context.Background). Otherwise the communicator's goroutine runs them and Wait
+// returns as soon as ctx ends, leaving the operation to finish in the background.
 func (w *Work) Wait(ctx context.Context) error {
+	if w.finished() {
+		return w.err
+	}
+	if w.c != nil {
+		w.c.drain(w, ctx)
+		if w.finished() {
+			return w.err
+		}
+	}
 	select {
 	case <-w.done:
 		return w.err
@@ -30,88 +64,173 @@ func (w *Work) Wait(ctx context.Context) error {
 	}
 }
 
-// Done is closed when the operation has finished.
+// Done is closed when the operation has finished. Unlike Wait it does not run queued
+// operations on the caller's goroutine; the communicator's own goroutine runs them.
 func (w *Work) Done() <-chan struct{} { return w.done }
 
 // Err is the operation's error; valid after Done is closed.
 func (w *Work) Err() error { return w.err }
 
+func (w *Work) finished() bool { return w.state.Load() == workDone }
+
+// finish records the outcome; err is written before the state, so a reader that sees
+// workDone sees it.
+func (w *Work) finish(err error) {
+	w.err = err
+	w.state.Store(workDone)
+	if w.done != nil {
+		close(w.done)
+	}
+}
+
+// describe names the operation for traces.
+func (w *Work) describe() string {
+	if w.desc != nil {
+		return w.desc.String()
+	}
+	return w.coll.fingerprint().String()
+}
+
 func doneWork(err error) *Work {
-	w := &Work{done: make(chan struct{}), err: err}
-	close(w.done)
+	w := &Work{done: make(chan struct{})}
+	w.finish(err)
 	return w
 }
 
-// submit queues an operation; it runs on the communicator's loop in issue order.
-func (c *Comm) submit(ctx context.Context, desc fmt.Stringer, bytes int, run func(ctx context.Context, w *Work) error) *Work {
-	w := &Work{ctx: ctx, run: run, desc: desc, bytes: bytes, done: make(chan struct{})}
+// submit queues w; it runs in issue order, on the communicator's goroutine or on the
+// goroutine of a caller that waits for it (Work.Wait).
+func (c *Comm) submit(w *Work) *Work {
+	w.c, w.done = c, make(chan struct{})
 	c.mu.Lock()
-	closed, err := c.closed, c.err
-	c.mu.Unlock()
-	if closed {
+	switch {
+	case c.closed:
+		c.mu.Unlock()
 		return doneWork(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
-	}
-	if err != nil {
+	case c.err != nil:
+		err := c.err
+		c.mu.Unlock()
 		return doneWork(err)
 	}
-	c.pending.Add(1)
-	c.flight.queued(w, desc)
+	c.flight.queued(w, time.Now())
+	c.queue = append(c.queue, w)
+	c.queued.Add(1)
+	c.mu.Unlock()
+	c.kick()
+	return w
+}
+
+// kick wakes the communicator's goroutine to run what is queued (a token, not a count).
+func (c *Comm) kick() {
 	select {
-	case c.queue <- w:
-		return w
-	case <-c.quit:
-		c.pending.Add(-1)
-		c.flight.forget(w)
-		return doneWork(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
-	case <-ctx.Done():
-		c.pending.Add(-1)
-		c.flight.forget(w)
-		return doneWork(fmt.Errorf("goccl: rank %d: queueing an operation: %w", c.rank, ctxErr(ctx)))
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
-// runSync runs an operation and waits for it. When nothing is queued or running it
-// runs on the caller's goroutine: exec is held first and pending claimed from 0, so no
-// earlier operation can be waiting (issue order holds) and the loop cannot start a later
-// one until this returns.
-func (c *Comm) runSync(ctx context.Context, desc fmt.Stringer, bytes int, run func(ctx context.Context, w *Work) error) error {
-	if c.execMu.TryLock() {
-		if c.pending.CompareAndSwap(0, 1) {
-			c.mu.Lock()
-			closed, err := c.closed, c.err
-			c.mu.Unlock()
-			switch {
-			case closed:
-				err = fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed)
-			case err == nil:
-				w := &Work{ctx: ctx, run: run, desc: desc, bytes: bytes, done: make(chan struct{})}
-				c.flight.queued(w, desc)
-				c.execute(w)
-				err = w.err
-			}
-			c.pending.Add(-1)
-			c.execMu.Unlock()
-			return err
+// pop takes the oldest queued operation; the caller holds execMu, so operations leave
+// the queue in the order they run. With waiter set, it takes it only if a goroutine
+// waiting under that context may run it (see Work.Wait), and reports whether one was
+// left for that reason.
+func (c *Comm) pop(waiter context.Context) (w *Work, refused bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil, false
+	}
+	w = c.queue[0]
+	if waiter != nil && waiter.Done() != nil && w.ctx != waiter {
+		return nil, true
+	}
+	c.queue[0] = nil
+	c.queue = c.queue[1:]
+	if len(c.queue) == 0 {
+		c.queue = c.queue[:0:0] // let the backing array go; a busy queue reallocates rarely
+	}
+	c.queued.Add(-1)
+	return w, false
+}
+
+// drain runs queued operations on this goroutine until until has finished (until nil:
+// until the queue is empty), for a waiter whose context is waiter (nil: the
+// communicator's goroutine, which runs everything). It stops at once when another
+// goroutine holds execMu: that one runs the queue, and whoever releases execMu with
+// operations left either goes on or kicks the communicator's goroutine, so nothing
+// queued is stranded.
+func (c *Comm) drain(until *Work, waiter context.Context) {
+	for until == nil || !until.finished() {
+		if !c.execMu.TryLock() {
+			return
+		}
+		w, refused := c.pop(waiter)
+		if w != nil {
+			c.execute(w, time.Now())
 		}
 		c.execMu.Unlock()
+		if refused {
+			break
+		}
+		if w == nil && c.queued.Load() == 0 {
+			return
+		}
 	}
-	return c.submit(ctx, desc, bytes, run).Wait(ctx)
+	if c.queued.Load() > 0 {
+		c.kick() // the rest is the loop's
+	}
 }
 
-// loop runs queued operations one at a time until Close.
+// runSync runs a blocking operation. When nothing is queued or running it runs on the
+// caller's goroutine with the communicator's reusable Work (no allocation, no hand-off);
+// otherwise it is queued behind the others and the caller runs the queue (Work.Wait).
+func (c *Comm) runSync(ctx context.Context, op opSpec) error {
+	if c.execMu.TryLock() {
+		now := time.Now() // issued and started at once
+		c.mu.Lock()
+		closed, err, idle := c.closed, c.err, len(c.queue) == 0
+		if idle && !closed && err == nil {
+			in := &c.inline
+			in.ctx, in.opSpec, in.algo, in.done, in.err = ctx, op, "", nil, nil
+			in.state.Store(workQueued)
+			c.flight.queued(in, now)
+		}
+		c.mu.Unlock()
+		switch {
+		case closed:
+			err = fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed)
+		case err != nil:
+		case idle:
+			c.execute(&c.inline, now)
+			err = c.inline.err
+			c.inline.ctx, c.inline.opSpec = nil, opSpec{} // do not keep the caller's context and buffers alive
+		}
+		c.execMu.Unlock()
+		if c.queued.Load() > 0 {
+			c.kick() // queued while this ran, by a caller that found execMu held
+		}
+		if idle || closed || err != nil {
+			return err
+		}
+	}
+	return c.submit(&Work{ctx: ctx, opSpec: op}).Wait(ctx)
+}
+
+// loop runs queued operations whenever it is kicked, until Close.
 func (c *Comm) loop() {
 	defer close(c.loopDone)
 	for {
 		select {
-		case w := <-c.queue:
-			c.runQueued(w)
+		case <-c.wake:
+			c.drain(nil, nil)
 		case <-c.quit:
-			// Finish what was queued before Close, then stop.
+			// Finish what was queued before Close (waiting for a caller that is running
+			// some of it), then stop.
 			for {
-				select {
-				case w := <-c.queue:
-					c.runQueued(w)
-				default:
+				c.execMu.Lock()
+				w, _ := c.pop(nil)
+				if w != nil {
+					c.execute(w, time.Now())
+				}
+				c.execMu.Unlock()
+				if w == nil {
 					return
 				}
 			}
@@ -119,56 +238,49 @@ func (c *Comm) loop() {
 	}
 }
 
-func (c *Comm) runQueued(w *Work) {
-	c.execMu.Lock()
-	c.execute(w)
-	c.execMu.Unlock()
-	c.pending.Add(-1)
-}
-
-func (c *Comm) execute(w *Work) {
-	defer close(w.done)
+// execute runs w, which starts at start; the caller holds execMu.
+func (c *Comm) execute(w *Work, start time.Time) {
+	w.state.Store(workRunning)
 	if err := c.Err(); err != nil {
-		w.err = err
+		w.finish(err)
 		return
 	}
-	ctx := w.ctx
-	var cancel context.CancelFunc
-	if _, ok := ctx.Deadline(); !ok {
-		ctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+	c.flight.started(w.rec, start)
+	c.opSince = monoOf(start)
+	var err error
+	if cerr := w.ctx.Err(); cerr != nil {
+		// The caller gave up before it started; the other ranks will not, so the
+		// communicator fails as if it had been cancelled mid-way.
+		err = fmt.Errorf("goccl: rank %d: operation cancelled before it started: %w", c.rank, ctxErr(w.ctx))
 	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	c.cancelCur.Store(&cancel)
-	start := time.Now()
-	c.flight.update(w, func(r *OpRecord) { r.State, r.Started = OpRunning, start })
-	w.err = w.run(ctx, w)
-	c.cancelCur.Store(nil)
-	cancel()
-	end := time.Now()
-	if w.err != nil {
-		if errors.Is(w.err, context.DeadlineExceeded) && !errors.Is(w.err, transport.ErrTimeout) {
-			w.err = fmt.Errorf("%w: %w", transport.ErrTimeout, w.err)
+		ctx := c.opStart(w.ctx, start)
+		if w.run != nil {
+			err = w.run(ctx, w)
+		} else {
+			err = c.runCollective(ctx, w, &w.coll)
 		}
-		if errors.Is(w.err, transport.ErrTimeout) {
+		c.opEnd(err == nil)
+	}
+	took := time.Since(start) // one clock read; time.Now takes two
+	end := start.Add(took)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {
+			err = fmt.Errorf("%w: %w", transport.ErrTimeout, err)
+		}
+		if errors.Is(err, transport.ErrTimeout) {
 			// Say who this rank was waiting for before the state is gone.
 			c.log.Warn("operation timed out", "subsys", "COLL", "dump", c.DumpFlightRecord())
 		}
 	}
-	c.flight.update(w, func(r *OpRecord) {
-		r.State, r.Finished, r.Algo = OpDone, end, w.algo
-		if w.err != nil {
-			r.State, r.Err = OpFailed, w.err.Error()
-		}
-	})
-	c.flight.forget(w)
-	c.counters.add(w.algo, w.bytes, end.Sub(start), w.err)
+	c.flight.finished(w.rec, end, w.algo, err)
+	c.counters.add(w.algo, w.bytes, took, err)
 	if tr := c.tracer; tr != nil {
-		tr.Span(tidColl, "coll", w.desc.String(), start, end.Sub(start), map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(w.err)})
+		tr.Span(tidColl, "coll", w.describe(), start, took, map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(err)})
 	}
-	if w.err != nil {
-		w.err = c.fail(w.err)
+	if err != nil {
+		err = c.fail(err)
 	}
+	w.finish(err)
 }
 
 func errString(err error) string {

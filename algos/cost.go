@@ -13,16 +13,41 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// CostModel is the alpha-beta(-gamma) model the auto selector uses to compare
-// algorithms: a step costs Alpha, a byte on the busiest rank's link costs 1/Beta, and a
-// reduced byte costs 1/Gamma. NCCL's tuner has the same shape (latency x steps +
-// bytes / bandwidth, reference/anchors.md 2.6). The numbers belong to a transport;
-// calibrate them from measured latency and bandwidth.
+// CostModel is the model the auto selector uses to compare algorithms. Its terms:
+//
+//   - Call: a fixed cost of every call (queueing, choosing, checking), the same for
+//     every algorithm, so it changes predictions but never the choice;
+//   - Alpha: one dependent hop (a message's wake-up and flight): the critical path's
+//     messages, each of which waits for the one before;
+//   - Overhead: the CPU time a rank spends on each message it sends or receives, paid
+//     by the busiest rank for all of its messages, dependent or not (a root that
+//     handles W-1 peers one after another pays W-1 of these, but one Alpha);
+//   - Async: what a hop costs extra when it runs on goroutines (the pipelined path of
+//     every algorithm above the links' EagerBytes: a receiver goroutine wakes a sender);
+//   - Beta: bytes per second a rank moves over one link direction; Gamma: bytes per
+//     second the reduce kernel combines (0 = free).
+//
+// NCCL's tuner has the same shape (latency x steps + bytes / bandwidth, reference/
+// anchors.md 2.6) without the per-message term, which matters where ranks share cores:
+// then the busiest rank's CPU, not the wire, is what a small collective waits for.
+// Cores says how many CPU cores the ranks on one host share: with more ranks than
+// cores, a collective's bytes are bounded by every rank's work spread over the cores
+// (not only by the busiest rank's), and every hop waits for its receiver to get a core
+// ((Alpha [+ Async]) x ranks/Cores). The numbers belong to a transport on a host; `goccl tune`
+// measures them (internal/tune).
 type CostModel struct {
-	Alpha      time.Duration // one step's latency (a message's wake-up and flight)
+	Call       time.Duration // every call, whatever the algorithm (the communicator's own work)
+	Alpha      time.Duration // one dependent hop
+	Overhead   time.Duration // one message sent or received, at the busiest rank (0 = Alpha/8)
+	Async      time.Duration // extra per hop on the pipelined (goroutine) path
 	Beta       float64       // bytes per second one rank moves over one link direction
 	Gamma      float64       // bytes per second the reduce kernel combines (0 = free)
 	ChunkBytes int           // the pipelining unit algorithms use (0 = DefaultChunkBytes)
+	Cores      int           // CPU cores a host's ranks share (0 = a core per rank)
+	// EagerBytes is the largest message the links take without a running receive
+	// (transport.Eager, algos.EagerLimit; 0 = EagerBytes): every algorithm runs steps up
+	// to that size in the caller's goroutine, and above it on the pipelined path.
+	EagerBytes int
 
 	// Inter prices the links between hosts when the ranks span several; nil means every
 	// link is like this one (one host, or a flat network). Its Beta is what one host's
@@ -49,12 +74,28 @@ func HostModel(intra, inter CostModel, l Layout) CostModel {
 	return intra
 }
 
-// Default models: TCP on loopback or a LAN (15 us steps, 2 GB/s) and shared memory
-// (1 us, 8 GB/s), with the plain Go reduce kernel (6 GB/s).
+// Default models: joint fits (`goccl tune --fit`) of `goccl tune` sweeps at 2, 3 and 4
+// ranks on a 2-core VM (AMD EPYC Zen 3, kernel 6.18; BENCHMARKS.md, "Choosing the
+// algorithm"): shared memory, and TCP over loopback, with the AVX2 reduce kernels.
+// They are measurements of that machine and of this version's per-call costs, not
+// constants to tune by hand: a host whose numbers differ should run `goccl tune` and
+// set Config.TuneFile. The communicator fills in Cores from the host it runs on.
 var (
-	TCPModel = CostModel{Alpha: 15 * time.Microsecond, Beta: 2e9, Gamma: 6e9}
-	ShmModel = CostModel{Alpha: time.Microsecond, Beta: 8e9, Gamma: 6e9}
+	TCPModel = CostModel{Overhead: 10450 * time.Nanosecond, Beta: 2.58e9, Gamma: 10e9, EagerBytes: 1 << 20}
+	ShmModel = CostModel{Call: 400 * time.Nanosecond, Alpha: 2500 * time.Nanosecond, Overhead: 740 * time.Nanosecond,
+		Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9, EagerBytes: 1 << 20}
 )
+
+// RDDirectMax is the largest world whose small AllReduce algos/rd runs as one direct
+// exchange; RDDirect is its rule, shared by the algorithm and the cost model.
+const RDDirectMax = 8
+
+// RDDirect reports whether algos/rd runs an AllReduce of n bytes per rank over w ranks
+// with pipelining unit chunk and links of eager size eager (algos.EagerLimit) as the
+// one-step direct exchange (else recursive doubling).
+func RDDirect(n, w, chunk, eager int) bool {
+	return w <= RDDirectMax && n <= eager && n <= chunk
+}
 
 // Predict returns the model's time for alg running kind on bytes (counted as Bytes
 // counts them) over world ranks. An algorithm that does not implement kind is predicted
@@ -83,12 +124,12 @@ func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (t
 		return 0, nil
 	}
 	m = m.withDefaults()
-	return seconds(f(m, kind, float64(bytes), world)), nil
+	return seconds(m.Call.Seconds() + f(m, kind, float64(bytes), world)), nil
 }
 
 func (m CostModel) withDefaults() CostModel {
-	if m.Alpha <= 0 && m.Beta <= 0 {
-		m.Alpha, m.Beta = TCPModel.Alpha, TCPModel.Beta
+	if m.Alpha <= 0 && m.Beta <= 0 && m.Overhead <= 0 { // the zero model: TCP's links
+		m.Alpha, m.Beta, m.Overhead = TCPModel.Alpha, TCPModel.Beta, TCPModel.Overhead
 	}
 	if m.Beta <= 0 {
 		m.Beta = TCPModel.Beta
@@ -96,10 +137,65 @@ func (m CostModel) withDefaults() CostModel {
 	if m.ChunkBytes <= 0 {
 		m.ChunkBytes = DefaultChunkBytes
 	}
+	if m.EagerBytes < EagerBytes {
+		m.EagerBytes = EagerBytes // the floor every transport guarantees
+	}
+	if m.Overhead <= 0 {
+		// A model without a per-message cost (written before it existed, or by hand)
+		// would price a root that serves 1023 peers as two hops; every message costs
+		// something, and an eighth of a hop is a cautious guess (the fitted shm model
+		// has 0.3).
+		m.Overhead = m.Alpha / 8
+	}
 	return m
 }
 
 func (m CostModel) a() float64 { return m.Alpha.Seconds() }
+
+// hop is one dependent hop among w ranks: Alpha, plus Async on the goroutine path,
+// stretched by W/Cores when the ranks outnumber the cores (the receiver, process or
+// goroutine, must first get one).
+func (m CostModel) hop(w int, async bool) float64 {
+	t := m.a()
+	if async {
+		t += m.Async.Seconds()
+	}
+	return t * m.stretch(w)
+}
+
+// stretch is how much longer anything on a critical path takes when w ranks share
+// fewer cores: W/Cores, or 1.
+func (m CostModel) stretch(w int) float64 {
+	if m.Cores > 0 && w > m.Cores {
+		return float64(w) / float64(m.Cores)
+	}
+	return 1
+}
+
+// o is the per-message CPU time.
+func (m CostModel) o() float64 { return m.Overhead.Seconds() }
+
+// load is the time for the per-message and per-byte work of a call: the busiest
+// rank's messages, link traffic and reduction, or, when ranks outnumber the cores,
+// every rank's spread over the cores, whichever is longer. Messages count at both
+// ends (a send and its receive are two). (The maxima are taken apart so the time
+// stays linear in Overhead, 1/Beta and 1/Gamma, which internal/tune's fit relies on.)
+func (m CostModel) load(w int, msgs, msgsAll, wire, wireAll, red, redAll float64) float64 {
+	if m.Cores > 0 && w > m.Cores {
+		c := float64(m.Cores)
+		msgs, wire, red = max(msgs, msgsAll/c), max(wire, wireAll/c), max(red, redAll/c)
+	}
+	return msgs*m.o() + m.wire(wire) + m.red(red)
+}
+
+// serial reports whether a step of n bytes runs in the caller's goroutine (one eager
+// message), as every algorithm does up to the links' eager size.
+func (m CostModel) serial(n float64) bool {
+	return n <= float64(m.EagerBytes) && n <= float64(m.ChunkBytes)
+}
+
+// chunks is how many messages a piece of n bytes takes.
+func (m CostModel) chunks(n float64) float64 { return max(1, math.Ceil(n/float64(m.ChunkBytes))) }
 
 // wire is the time to move n bytes over one link direction.
 func (m CostModel) wire(n float64) float64 { return n / m.Beta }
@@ -128,6 +224,7 @@ var nativeKinds = map[string][]transport.Kind{
 		transport.KindReduceScatter, transport.KindGather, transport.KindScatter, transport.KindAllToAll,
 		transport.KindBarrier, transport.KindSendRecv},
 	"hier": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast},
+	"rd":   {transport.KindAllReduce},
 }
 
 func natively(alg string, kind transport.Kind) bool {
@@ -139,7 +236,7 @@ func natively(alg string, kind transport.Kind) bool {
 	return false
 }
 
-var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost, "hier": hierCost}
+var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost, "hier": hierCost, "rd": rdCost}
 
 // formulaNames lists the algorithms Predict knows, for its error message.
 func formulaNames() string {
@@ -151,8 +248,10 @@ func formulaNames() string {
 	return strings.Join(names, ", ")
 }
 
-// ringCost: reduce-scatter and all-gather move (W-1)/W of the data in W-1 steps each;
-// Broadcast and Reduce are a pipelined chain, W-1 hops plus the pipeline's fill.
+// ringCost: reduce-scatter and all-gather move (W-1)/W of the data in W-1 steps each,
+// every step a send and a receive on every rank; two ranks with a small buffer swap
+// it in one exchange instead (algos/ring's exchange). Broadcast and Reduce are a
+// pipelined chain, W-1 hops plus the pipeline's fill.
 func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	if l, h := m.split(w); h > 1 {
 		return ringHosts(m, kind, n, w, l, h)
@@ -160,21 +259,31 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	wf := float64(w)
 	switch kind {
 	case transport.KindAllReduce:
+		if w == 2 && m.serial(n) {
+			return m.hop(w, false) + m.load(w, 2, 4, n, 2*n, n, 2*n)
+		}
 		seg := n / wf
-		return 2*(wf-1)*m.a() + m.wire(2*(wf-1)*seg) + m.red((wf-1)*seg)
+		msgs := 4 * (wf - 1) * m.chunks(seg)
+		return 2*(wf-1)*m.hop(w, !m.serial(seg)) +
+			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*n, (wf-1)*seg, (wf-1)*n)
 	case transport.KindReduceScatter:
 		blk := n / wf
-		return (wf-1)*m.a() + m.wire((wf-1)*blk) + m.red((wf-1)*blk)
+		return (wf-1)*(m.a()+2*m.o()) + m.wire((wf-1)*blk) + m.red((wf-1)*blk)
 	case transport.KindAllGather:
-		return (wf-1)*m.a() + m.wire((wf-1)*n/wf)
-	case transport.KindBroadcast:
-		return (wf-1)*m.a() + m.wire(n+(wf-2)*m.chunk(n))
+		return (wf-1)*(m.a()+2*m.o()) + m.wire((wf-1)*n/wf)
+	case transport.KindBroadcast: // the first chunk's W-1 hops, a send and a receive each, then a chunk per step
+		return (wf-1)*m.a() + chainMsgs(wf, m.chunks(n))*m.o() + m.wire(n+(wf-2)*m.chunk(n))
 	case transport.KindReduce:
 		fill := n + (wf-2)*m.chunk(n)
-		return (wf-1)*m.a() + m.wire(fill) + m.red(fill)
+		return (wf-1)*m.a() + chainMsgs(wf, m.chunks(n))*m.o() + m.wire(fill) + m.red(fill)
 	}
 	return math.Inf(1)
 }
+
+// chainMsgs is the per-message work on a pipelined chain's critical path over w ranks:
+// the first chunk's w-1 hops (a send and a receive each), then a receive and a forward
+// per further chunk.
+func chainMsgs(w, chunks float64) float64 { return 2 * (w - 1 + chunks - 1) }
 
 // treeCost: the double binary tree sends half the data up and down each tree, 2 x depth
 // steps; the busiest rank's bytes come from the actual tree shapes. Reduce and Broadcast
@@ -188,14 +297,23 @@ func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	case transport.KindAllReduce:
 		ts := doubleTreeStats(w)
 		half := n / 2
-		return 2*float64(ts.depth)*m.a() + m.wire(float64(ts.maxSends)*half+2*float64(ts.depth)*m.chunk(half)) +
-			m.red(float64(ts.maxChildren)*half)
-	case transport.KindReduce:
-		return lg*m.a() + m.wire(lg*n) + m.red(lg*n)
+		depth, sends, ch := float64(ts.depth), float64(ts.maxSends), m.chunks(half)
+		// Up and down one tree's depth: the two trees run side by side (pipelined) or
+		// interleaved slot by slot (one chunk each, in the caller's goroutine).
+		hops, async := 2*depth, !m.serial(math.Ceil(half))
+		// Every send of a rank has a receive beside it (up with down, per tree); each
+		// tree edge carries a chunk up and one down. The pipeline's fill (a chunk up and
+		// down every level before the last chunk can start) is latency, in series with
+		// the throughput, and stretched like every hop when ranks outnumber cores.
+		fill := 2 * depth * m.wire(m.chunk(half)) * m.stretch(w)
+		return hops*m.hop(w, async) + fill + m.load(w, 2*sends*ch, 8*float64(w-1)*ch,
+			sends*half, 2*float64(w-1)*n, float64(ts.maxChildren)*half, float64(w-1)*n)
+	case transport.KindReduce: // lg hops, each a send and a receive on the critical path
+		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n) + m.red(lg*n)
 	case transport.KindBroadcast:
-		return lg*m.a() + m.wire(lg*n)
+		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n)
 	case transport.KindBarrier:
-		return 2 * lg * m.a()
+		return 2 * lg * (m.a() + m.o())
 	}
 	return math.Inf(1)
 }
@@ -216,23 +334,54 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 	wf := float64(w)
 	switch kind {
 	case transport.KindAllReduce:
-		return 2*steps*m.a() + m.wire(steps*n) + m.red(steps*n)
-	case transport.KindReduce:
-		return steps*m.a() + m.wire(steps*n) + m.red(steps*n)
+		// Two hops (in to the root, out again), whatever W: the leaves send at once and
+		// the root takes their messages one after another, which is per-message CPU:
+		// 2(W-1) messages at the root, in series with a leaf's send and receive.
+		msgs := 2 * steps * m.chunks(n)
+		return 2*min(steps, 1)*m.hop(w, !m.serial(n)) + m.load(w, msgs+2, 2*msgs, steps*n, 2*steps*n, steps*n, steps*n)
+	case transport.KindReduce: // the root's messages, after a leaf's send
+		return steps*(m.a()+m.chunks(n)*m.o()) + m.o() + m.wire(steps*n) + m.red(steps*n)
 	case transport.KindBroadcast:
-		return steps*m.a() + m.wire(steps*n)
+		return steps*(m.a()+m.chunks(n)*m.o()) + m.o() + m.wire(steps*n)
 	case transport.KindAllGather: // gather W blocks, then send the whole buffer to everyone
-		return 2*steps*m.a() + m.wire(steps*n/wf+steps*n)
+		return 2*steps*m.a() + steps*(m.chunks(n/wf)+m.chunks(n))*m.o() + m.wire(steps*n/wf+steps*n)
 	case transport.KindReduceScatter: // every rank's whole input to the root, a block back
-		return 2*steps*m.a() + m.wire(steps*n+steps*n/wf) + m.red(steps*n)
+		return 2*steps*m.a() + steps*(m.chunks(n)+m.chunks(n/wf))*m.o() + m.wire(steps*n+steps*n/wf) + m.red(steps*n)
 	case transport.KindGather, transport.KindScatter, transport.KindAllToAll:
-		return steps*m.a() + m.wire(steps*n/wf)
+		return steps*(m.a()+m.chunks(n/wf)*m.o()) + m.wire(steps*n/wf)
 	case transport.KindBarrier:
-		return 2 * steps * m.a()
+		return 2 * steps * (m.a() + m.o())
 	case transport.KindSendRecv:
-		return m.a() + m.wire(n)
+		return m.a() + 2*m.chunks(n)*m.o() + m.wire(n)
 	}
 	return math.Inf(1)
+}
+
+// rdCost prices algos/rd's AllReduce: one direct exchange for small buffers (one hop,
+// but 2(W-1) messages and W-1 buffers in and out of every rank), else recursive
+// doubling over the largest power of two P <= W, log2 P exchanges of the whole buffer
+// plus a step in and a step out for the W-P extra ranks. Across hosts every step is
+// priced at the slower link.
+func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	if _, h := m.split(w); h > 1 {
+		m = worst(m.flat(), m.inter())
+	}
+	if kind != transport.KindAllReduce {
+		return math.Inf(1)
+	}
+	wf := float64(w)
+	if RDDirect(int(n), w, m.ChunkBytes, m.EagerBytes) {
+		return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*n, wf*(wf-1)*n, (wf-1)*n, wf*(wf-1)*n)
+	}
+	pw := 1 << (bits.Len(uint(w)) - 1)
+	lg, e := float64(bits.Len(uint(pw))-1), float64(w-pw)
+	fold := 0.0
+	if e > 0 {
+		fold = 1
+	}
+	steps, ch := lg+2*fold, m.chunks(n)
+	return steps*m.hop(w, !m.serial(n)) + m.load(w, 2*(lg+fold)*ch, 2*(float64(pw)*lg+2*e)*ch,
+		(lg+fold)*n, float64(pw)*lg*n+2*e*n, (lg+fold)*n, float64(pw)*lg*n+e*n)
 }
 
 type treeStats struct{ depth, maxSends, maxChildren int }
@@ -266,261 +415,4 @@ func doubleTreeStats(w int) treeStats {
 	}
 	treeStatsCache.Store(w, s)
 	return s
-}
-
-// The rest of this file prices communicators that span hosts: ranks sit PerHost to a
-// host, consecutively, and links between hosts cost Inter.
-
-// split returns the ranks per host and the number of hosts for a world of w under m:
-// (w, 1) when m describes one host, (1, w) when every rank has a host of its own.
-func (m CostModel) split(w int) (perHost, hosts int) {
-	if m.Inter == nil || m.PerHost <= 0 || m.PerHost >= w {
-		return w, 1
-	}
-	return m.PerHost, (w + m.PerHost - 1) / m.PerHost
-}
-
-// flat is m without its host structure: the model of the links inside a host.
-func (m CostModel) flat() CostModel {
-	m.Inter, m.PerHost = nil, 0
-	return m
-}
-
-// inter is the model of the links between hosts, with m's reduce speed and chunk size
-// where it gives none (a zero Inter means TCPModel's alpha and beta, as for m itself).
-func (m CostModel) inter() CostModel {
-	if m.Inter == nil {
-		return m.flat()
-	}
-	e := *m.Inter
-	e.Inter, e.PerHost = nil, 0
-	if e.Gamma <= 0 {
-		e.Gamma = m.Gamma
-	}
-	if e.ChunkBytes <= 0 {
-		e.ChunkBytes = m.ChunkBytes
-	}
-	return e.withDefaults()
-}
-
-// worst has the larger latency and the smaller bandwidth of a and b, and a's reduce
-// speed and chunk: a step that crosses both kinds of link waits for the slower one.
-func worst(a, b CostModel) CostModel {
-	return CostModel{Alpha: max(a.Alpha, b.Alpha), Beta: math.Min(a.Beta, b.Beta), Gamma: a.Gamma, ChunkBytes: a.ChunkBytes}
-}
-
-// ringHosts: consecutive ranks per host means the ring leaves and enters each host
-// once, one flow per direction on each host's network link. Reduce-scatter and
-// all-gather steps move in lockstep (a step forwards what the previous one delivered),
-// so each costs the slower link's latency and bandwidth. The chains of Broadcast and
-// Reduce are pipelined: the first chunk pays every hop's latency and transfer (h-1 of
-// the w-1 hops cross hosts), the rest of the message follows at the slowest hop's rate.
-func ringHosts(m CostModel, kind transport.Kind, n float64, w, l, h int) float64 {
-	i, e := m.flat(), m.inter()
-	if l == 1 {
-		return ringCost(e, kind, n, w)
-	}
-	switch kind {
-	case transport.KindBroadcast, transport.KindReduce:
-		c := i.chunk(n)
-		t := float64(w-h)*(i.a()+i.wire(c)) + float64(h-1)*(e.a()+e.wire(c)) + (n-c)/math.Min(i.Beta, e.Beta)
-		if kind == transport.KindReduce {
-			t += i.red(n + float64(w-2)*c)
-		}
-		return t
-	}
-	return ringCost(worst(i, e), kind, n, w)
-}
-
-// treeHosts prices the trees from their real shapes: the costliest root-to-leaf path
-// (a cross-host edge costs Inter's alpha), the busiest rank's host-local bytes against
-// the busiest host's network bytes (a host's ranks share its link), and the busiest
-// reducer; the double tree's pipeline fill runs at the slower bandwidth.
-func treeHosts(m CostModel, kind transport.Kind, n float64, w, l int) float64 {
-	i, e := m.flat(), m.inter()
-	if l == 1 {
-		return treeCost(e, kind, n, w)
-	}
-	switch kind {
-	case transport.KindAllReduce:
-		ld := hostLoadOf(shapeDouble, w, l)
-		half := n / 2
-		fill := 2 * float64(ld.depth) * i.chunk(half) / math.Min(i.Beta, e.Beta)
-		return 2*ld.path(i, e) + math.Max(i.wire(ld.rank*half), e.wire(ld.nic*half)) + fill + i.red(ld.red*half)
-	case transport.KindReduce:
-		ld := hostLoadOf(shapeUp, w, l)
-		return ld.path(i, e) + math.Max(i.wire(ld.rank*n), e.wire(ld.nic*n)) + i.red(ld.red*n)
-	case transport.KindBroadcast:
-		ld := hostLoadOf(shapeDown, w, l)
-		return ld.path(i, e) + math.Max(i.wire(ld.rank*n), e.wire(ld.nic*n))
-	case transport.KindBarrier:
-		return 2 * hostLoadOf(shapeUp, w, l).path(i, e)
-	}
-	return math.Inf(1)
-}
-
-// naiveHosts: the root (a host's first rank) serves l-1 peers over host-local links
-// and w-l over its network link, one after another.
-func naiveHosts(m CostModel, kind transport.Kind, n float64, w, l int) float64 {
-	i, e := m.flat(), m.inter()
-	switch {
-	case l == 1:
-		return naiveCost(e, kind, n, w)
-	case kind == transport.KindSendRecv:
-		return naiveCost(worst(i, e), kind, n, w)
-	}
-	return naiveSteps(i, kind, n, w, float64(l-1)) + naiveSteps(e, kind, n, w, float64(w-l))
-}
-
-// hierCost prices algos/hier: a reduce inside each host to its leader, an AllReduce
-// among the leaders over the network, a broadcast inside each host (Reduce keeps the
-// first two phases, Broadcast the last two). Each phase runs ring or tree, whichever
-// PhaseAlgo finds faster, exactly as the algorithm chooses.
-func hierCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
-	l, h := m.split(w)
-	i, e := m.flat(), m.inter()
-	phase := func(pm CostModel, k transport.Kind, size int) float64 {
-		if size <= 1 {
-			return 0
-		}
-		if phaseAlgo(pm, k, n, size) == "tree" {
-			return treeCost(pm, k, n, size)
-		}
-		return ringCost(pm, k, n, size)
-	}
-	switch kind {
-	case transport.KindAllReduce:
-		return phase(i, transport.KindReduce, l) + phase(e, transport.KindAllReduce, h) + phase(i, transport.KindBroadcast, l)
-	case transport.KindReduce:
-		return phase(i, transport.KindReduce, l) + phase(e, transport.KindReduce, h)
-	case transport.KindBroadcast:
-		return phase(e, transport.KindBroadcast, h) + phase(i, transport.KindBroadcast, l)
-	}
-	return math.Inf(1)
-}
-
-// PhaseAlgo returns "ring" or "tree", whichever m predicts is faster for kind on bytes
-// over world ranks on one host (ring on ties). Hierarchical algorithms choose each of
-// their phases with it, so the cost model and the algorithm agree on what runs.
-func PhaseAlgo(m CostModel, kind transport.Kind, bytes, world int) string {
-	return phaseAlgo(m.flat().withDefaults(), kind, float64(bytes), world)
-}
-
-func phaseAlgo(m CostModel, kind transport.Kind, n float64, w int) string {
-	if treeCost(m, kind, n, w) < ringCost(m, kind, n, w) {
-		return "tree"
-	}
-	return "ring"
-}
-
-// Tree shapes hostLoadOf walks.
-const (
-	shapeDouble = iota // NCCL's double binary tree, each half up and down (AllReduce)
-	shapeUp            // binomial tree rooted at 0, towards the root (Reduce, Barrier)
-	shapeDown          // binomial tree rooted at 0, away from the root (Broadcast)
-)
-
-// hostLoad is what a tree shape asks of the links when ranks sit l to a host, counted
-// in payloads (half the buffer for the double tree, all of it for the binomial tree).
-type hostLoad struct {
-	paths          []edgeCount // distinct root-to-rank paths, by kind of edge
-	depth          int         // edges on the longest path
-	rank, nic, red float64     // busiest rank's host-local payloads (in or out), busiest host link, busiest reducer
-}
-
-type edgeCount struct{ intra, inter int }
-
-// path is the latency of the costliest root-to-rank path.
-func (ld hostLoad) path(i, e CostModel) float64 {
-	worst := 0.0
-	for _, p := range ld.paths {
-		worst = max(worst, float64(p.intra)*i.a()+float64(p.inter)*e.a())
-	}
-	return worst
-}
-
-var hostLoadCache sync.Map // [3]int{shape, w, l} -> hostLoad
-
-// hostLoadOf walks shape over w ranks, l to a host, once per (shape, w, l): O(w log w).
-func hostLoadOf(sh, w, l int) hostLoad {
-	key := [3]int{sh, w, l}
-	if v, ok := hostLoadCache.Load(key); ok {
-		return v.(hostLoad)
-	}
-	var trees []func(int) shape.Node
-	if sh == shapeDouble {
-		nodes := make([][2]shape.Node, w)
-		for r := range w {
-			nodes[r] = shape.DoubleTree(w, r)
-		}
-		for t := range 2 {
-			trees = append(trees, func(r int) shape.Node { return nodes[r][t] })
-		}
-	} else {
-		nodes := make([]shape.Node, w)
-		for r := range w {
-			nodes[r] = shape.Binomial(w, 0, r)
-		}
-		trees = append(trees, func(r int) shape.Node { return nodes[r] })
-	}
-	up, down := sh != shapeDown, sh != shapeUp
-	hosts := (w + l - 1) / l
-	rankOut, rankIn, red := make([]float64, w), make([]float64, w), make([]float64, w)
-	nicOut, nicIn := make([]float64, hosts), make([]float64, hosts)
-	move := func(from, to int) {
-		if from/l == to/l {
-			rankOut[from]++
-			rankIn[to]++
-		} else {
-			nicOut[from/l]++
-			nicIn[to/l]++
-		}
-	}
-	var ld hostLoad
-	seen := map[edgeCount]bool{}
-	for _, at := range trees {
-		memo := make([]*edgeCount, w)
-		var walk func(r int) edgeCount
-		walk = func(r int) edgeCount {
-			if memo[r] != nil {
-				return *memo[r]
-			}
-			var ec edgeCount
-			if p := at(r).Parent; p >= 0 {
-				ec = walk(p)
-				if p/l == r/l {
-					ec.intra++
-				} else {
-					ec.inter++
-				}
-			}
-			memo[r] = &ec
-			return ec
-		}
-		for r := range w {
-			if p := at(r).Parent; p >= 0 {
-				if up {
-					move(r, p)
-					red[p]++
-				}
-				if down {
-					move(p, r)
-				}
-			}
-			ec := walk(r)
-			ld.depth = max(ld.depth, ec.intra+ec.inter)
-			if !seen[ec] {
-				seen[ec] = true
-				ld.paths = append(ld.paths, ec)
-			}
-		}
-	}
-	for r := range w {
-		ld.rank, ld.red = max(ld.rank, rankOut[r], rankIn[r]), max(ld.red, red[r])
-	}
-	for h := range hosts {
-		ld.nic = max(ld.nic, nicOut[h], nicIn[h])
-	}
-	hostLoadCache.Store(key, ld)
-	return ld
 }

@@ -27,6 +27,20 @@ const DefaultChunkBytes = 512 << 10
 // of their time on otherwise.
 const EagerBytes = 16 << 10
 
+// EagerLimit is the eager size algorithms may assume on p's links: what p reports when
+// it has an EagerBytes method (the communicator agrees one value across its ranks at
+// Init, the smallest any link promises, see transport.Eager), else EagerBytes. Decisions
+// that change which messages a collective sends must use it, so that every rank
+// decides alike.
+func EagerLimit(p Peers) int {
+	if e, ok := p.(interface{ EagerBytes() int }); ok {
+		if n := e.EagerBytes(); n >= EagerBytes {
+			return n
+		}
+	}
+	return EagerBytes
+}
+
 // Auto is the selector's name for "let the cost model choose".
 const Auto = "auto"
 
@@ -42,6 +56,7 @@ const (
 	TagNaive uint8 = 1
 	TagRing  uint8 = 2
 	TagTree  uint8 = 3
+	TagRD    uint8 = 5
 )
 
 // Send transmits buf to peer under this operation's header with the given tag.
@@ -209,8 +224,22 @@ func (p *Progress) Wait(ctx context.Context, n int) error {
 }
 
 // scratch pools by power-of-two size class, so a 64 MiB reduce-scatter does not pay for
-// fresh (page-faulting, zeroed) memory on every call.
-var scratchPools [48]sync.Pool
+// fresh (page-faulting, zeroed) memory on every call. Small classes keep a short free
+// list instead: putting a slice into a sync.Pool allocates its header, which for a small
+// collective is the call's only allocation. The lists hold at most smallKeep buffers of
+// up to 64 KiB each, about 2 MiB in all.
+var (
+	scratchPools [48]sync.Pool
+	smallFree    [smallClasses]struct {
+		mu   sync.Mutex
+		bufs [][]byte
+	}
+)
+
+const (
+	smallClasses = 17 // sizes up to 1<<16
+	smallKeep    = 16
+)
 
 func sizeClass(n int) int {
 	c := 0
@@ -230,7 +259,18 @@ func GetScratch(n int) []byte {
 	if c >= len(scratchPools) {
 		return make([]byte, n)
 	}
-	if b, ok := scratchPools[c].Get().(*[]byte); ok {
+	if c < smallClasses {
+		f := &smallFree[c]
+		f.mu.Lock()
+		if k := len(f.bufs); k > 0 {
+			b := f.bufs[k-1]
+			f.bufs[k-1] = nil
+			f.bufs = f.bufs[:k-1]
+			f.mu.Unlock()
+			return b[:n]
+		}
+		f.mu.Unlock()
+	} else if b, ok := scratchPools[c].Get().(*[]byte); ok {
 		return (*b)[:n]
 	}
 	return make([]byte, n, 1<<c)
@@ -245,6 +285,16 @@ func PutScratch(b []byte) {
 	if c >= len(scratchPools) || 1<<c != cap(b) {
 		return
 	}
-	b = b[:cap(b)]
-	scratchPools[c].Put(&b)
+	if c < smallClasses {
+		f := &smallFree[c]
+		f.mu.Lock()
+		if len(f.bufs) < smallKeep {
+			f.bufs = append(f.bufs, b[:cap(b)])
+		}
+		f.mu.Unlock()
+		return
+	}
+	p := new([]byte)
+	*p = b[:cap(b)]
+	scratchPools[c].Put(p)
 }

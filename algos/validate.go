@@ -59,14 +59,20 @@ func Validate(a *Args, rank, world int) error {
 		return fail("count %d x %d ranks x %d-byte %s overflows", a.Count, world, esz, a.DType)
 	}
 	n := a.Count * esz
-	one := fmt.Sprintf("count %d x %d-byte %s", a.Count, esz, a.DType)
-	all := fmt.Sprintf("count %d x %d ranks x %d-byte %s", a.Count, world, esz, a.DType)
+	// The reasons are formatted only when a buffer is too small: this runs on every call.
+	const one, all = false, true
+	why := func(whole bool) string {
+		if whole {
+			return fmt.Sprintf("count %d x %d ranks x %d-byte %s", a.Count, world, esz, a.DType)
+		}
+		return fmt.Sprintf("count %d x %d-byte %s", a.Count, esz, a.DType)
+	}
 	if rooted(k) && (a.Root < 0 || a.Root >= world) {
 		return fail("root %d out of range; valid 0..%d (world of %d ranks)", a.Root, world-1, world)
 	}
 	isRoot := a.Root == rank
-	var sendN, recvN int // bytes needed; -1 = this rank does not use the buffer
-	var sendWhy, recvWhy string
+	var sendN, recvN int      // bytes needed; -1 = this rank does not use the buffer
+	var sendWhy, recvWhy bool // whether the need is the whole (world-sized) buffer
 	// alias is the one allowed offset of Send from Recv for the offset-aliasing kinds
 	// (positive: Send inside Recv; negative: Recv inside Send); noAlias elsewhere.
 	alias := noAlias
@@ -114,10 +120,10 @@ func Validate(a *Args, rank, world int) error {
 		}
 	}
 	if sendN >= 0 && len(a.Send) < sendN {
-		return fail("send buffer is %d bytes, need %d (%s)", len(a.Send), sendN, sendWhy)
+		return fail("send buffer is %d bytes, need %d (%s)", len(a.Send), sendN, why(sendWhy))
 	}
 	if recvN >= 0 && len(a.Recv) < recvN {
-		return fail("recv buffer is %d bytes, need %d (%s)", len(a.Recv), recvN, recvWhy)
+		return fail("recv buffer is %d bytes, need %d (%s)", len(a.Recv), recvN, why(recvWhy))
 	}
 	if sendN < 0 {
 		a.Send = nil

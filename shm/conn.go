@@ -79,6 +79,17 @@ func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn 
 // Peer is the rank at the other end.
 func (c *conn) Peer() int { return c.peer }
 
+// EagerBytes is a quarter of the ring (transport.Eager): two such messages and their
+// records always fit, so Send returns without the receiver. Single-copy messages wait
+// for the receiver, so the bound stays below shm.single_copy_min when that is on.
+func (c *conn) EagerBytes() int {
+	n := c.seg.ring / 4
+	if c.opts.SingleCopy != SingleCopyOff {
+		n = min(n, c.opts.SingleCopyMin-1)
+	}
+	return n
+}
+
 // Describe says which segment and settings the link uses.
 func (c *conn) Describe() string { return c.desc }
 

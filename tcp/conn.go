@@ -3,11 +3,10 @@ package tcp
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -17,8 +16,8 @@ const (
 	// smallCopy: payloads up to this size are copied behind the header so that the
 	// message leaves in one write; larger ones go out with writev, without a copy.
 	smallCopy = 16 << 10
-	// streamPiece is half of the 256 KiB scratch a socket streams through: one half is
-	// being filled while fn works on the other.
+	// streamPiece is the scratch a socket streams a large message through: big enough
+	// that fn's per-piece cost vanishes, small enough to stay in L2 beside fn's operands.
 	streamPiece = 128 << 10
 	// readBuf sizes socket 0's reader, so a small message's header and payload arrive
 	// with one read; larger reads bypass it and land in the caller's buffer.
@@ -27,28 +26,34 @@ const (
 
 // conn is one link: sockets[0] carries every header and every small message; a large
 // message's payload is cut into len(socks) contiguous parts, part i on socket i, all
-// moving at once. Both ends cut the same way, so no per-part header is needed.
+// moving at once (stripe.go). Both ends cut the same way, so no per-part header is needed.
 type conn struct {
 	self, peer int
 	host       string
 	desc       string
 	socks      []net.Conn
+	raws       []syscall.RawConn
 	br         *bufio.Reader // socket 0's reader
+	sr         *spinReader   // under br; nil when tcp.spin is 0
 	stripeMin  int
+	eager      int // see EagerBytes
 
 	// Send side (one Send at a time, per the Conn contract).
-	sbuf [transport.FrameHeaderSize + smallCopy]byte
-	wv   [2][]byte
+	sbuf   [transport.FrameHeaderSize + smallCopy]byte
+	wv     [2][]byte
+	iov    [2]syscall.Iovec
+	wlanes []lane
+	slane  lane // sendSmall's
+	wio    ioState
 	// Recv side (one Recv at a time).
-	rhdr    [transport.FrameHeaderSize]byte
-	scratch []byte // unstriped streams
+	rhdr      [transport.FrameHeaderSize]byte
+	rw        recvWatch
+	rio       ioState
+	scratch   []byte // unstriped streams
+	rlanes    []lane
+	scratches [][]byte // per socket, striped streams
 
-	writers []*worker // writers[0] is unused: the caller writes socket 0
-	readers []*worker // readers[0] (socket 0) runs only for streams
-	pieces  chan piece
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	downMu  sync.Once
+	downMu sync.Once
 
 	mu      sync.Mutex
 	err     error // why the link is unusable, once it is
@@ -56,62 +61,121 @@ type conn struct {
 	once    sync.Once
 }
 
-func newConn(self int, p transport.PeerInfo, socks []net.Conn, stripeMin int, spin time.Duration) *conn {
+func newConn(self int, p transport.PeerInfo, socks []net.Conn, stripeMin int, spin time.Duration) (*conn, error) {
+	n := len(socks)
 	c := &conn{
 		self: self, peer: p.Rank, host: p.Host, socks: socks, stripeMin: stripeMin,
-		br: bufio.NewReaderSize(newSpinReader(socks[0], spin), readBuf), quit: make(chan struct{}),
+		sr:     newSpinReader(socks[0], spin),
+		raws:   make([]syscall.RawConn, n),
+		wlanes: make([]lane, n), rlanes: make([]lane, n), scratches: make([][]byte, n),
 	}
-	c.desc = fmt.Sprintf("tcp %s->%s (rank %d->%d), %d sockets", socks[0].LocalAddr(), socks[0].RemoteAddr(), self, p.Rank, len(socks))
-	if n := len(socks); n > 1 {
-		c.pieces = make(chan piece, 3*n)
-		c.writers = make([]*worker, n)
-		c.readers = make([]*worker, n)
-		for i := range n {
-			r := io.Reader(socks[i])
-			if i == 0 {
-				r = c.br
-			}
-			c.readers[i] = &worker{c: c, r: r, jobs: make(chan job), done: make(chan error, 1), free: make(chan []byte, 2)}
-			c.wg.Go(c.readers[i].readLoop)
-			if i > 0 {
-				c.writers[i] = &worker{c: c, w: socks[i], jobs: make(chan job), done: make(chan error, 1)}
-				c.wg.Go(c.writers[i].writeLoop)
-			}
+	c.wio.init(c)
+	c.rio.init(c)
+	if c.sr != nil {
+		c.sr.owner = c
+		c.br = bufio.NewReaderSize(c.sr, readBuf)
+	} else {
+		c.br = bufio.NewReaderSize(socks[0], readBuf)
+	}
+	for i, s := range socks {
+		sc, ok := s.(syscall.Conn)
+		if !ok {
+			return nil, fmt.Errorf("tcp: %w: socket %d to rank %d is a %T, not a socket with a descriptor", transport.ErrInvalid, i, p.Rank, s)
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return nil, fmt.Errorf("tcp: socket %d to rank %d: %w", i, p.Rank, err)
+		}
+		c.raws[i] = rc
+	}
+	c.eager = eagerBytes(c.raws)
+	c.desc = fmt.Sprintf("tcp %s->%s (rank %d->%d), %d sockets", socks[0].LocalAddr(), socks[0].RemoteAddr(), self, p.Rank, n)
+	return c, nil
+}
+
+// Bounds of EagerBytes: the contract's floor, and a ceiling past which the algorithms'
+// chunks (512 KiB) would not grow anyway.
+const (
+	minEager = 16 << 10
+	maxEager = 1 << 20
+)
+
+// EagerBytes implements transport.Eager: a quarter of the smallest send buffer the
+// kernel gave the link's sockets (SO_SNDBUF as getsockopt reports it, which already
+// counts the kernel's bookkeeping), so that two such messages, headers and skb overhead
+// included, sit in the send buffer alone, before the receive buffer takes anything.
+// With tcp.bufsize 4 MiB and Linux's limits that is 1 MiB; under Debian's default
+// wmem_max (208 KiB, doubled to 416 KiB) about 104 KiB.
+func (c *conn) EagerBytes() int { return c.eager }
+
+func eagerBytes(raws []syscall.RawConn) int {
+	least := -1
+	for _, rc := range raws {
+		var n int
+		var serr error
+		if err := rc.Control(func(fd uintptr) { n, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) }); err != nil || serr != nil {
+			return minEager
+		}
+		if least < 0 || n < least {
+			least = n
 		}
 	}
-	return c
+	return min(max(least/4, minEager), maxEager)
 }
 
 func (c *conn) Peer() int        { return c.peer }
 func (c *conn) Describe() string { return c.desc }
 
-func (c *conn) striped(n int) bool { return len(c.socks) > 1 && n >= c.stripeMin }
-
-// part is the byte range of part i of an n-byte payload cut into k parts.
-func part(n, k, i int) (int, int) { return n * i / k, n * (i + 1) / k }
+// striped reports whether an n-byte payload takes the large-message path (stripe.go):
+// cut over every socket, moved without blocking; the receiver decides by the same rule.
+func (c *conn) striped(n int) bool { return n >= c.stripeMin }
 
 // Send writes one message: header and payload in one write when small, striped when large.
 func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
 	if err := c.unusable("send to"); err != nil {
 		return err
 	}
+	n := len(payload)
+	f := transport.Frame{Header: h, Len: uint64(n)}
+	if n <= smallCopy && !c.striped(n) {
+		return c.sendSmall(ctx, &f, payload)
+	}
 	stop, fired, err := c.watch(ctx, true)
 	if err != nil {
 		return fmt.Errorf("tcp: send to rank %d: %w", c.peer, err)
 	}
-	n := len(payload)
-	f := transport.Frame{Header: h, Len: uint64(n)}
 	switch {
 	case c.striped(n): // first: the receiver decides by the same rule
 		err = c.sendStriped(&f, payload)
-	case n <= smallCopy:
-		b := c.sbuf[:transport.FrameHeaderSize+n]
-		f.Encode(b)
-		copy(b[transport.FrameHeaderSize:], payload)
-		_, err = c.socks[0].Write(b)
 	default:
 		f.Encode(c.sbuf[:])
 		err = c.writev(c.sbuf[:transport.FrameHeaderSize], payload)
+	}
+	return c.finish(ctx, stop, fired, true, "send to", err)
+}
+
+// sendSmall copies the message behind its header and writes it with one non-blocking
+// write; the context is armed only if the socket is too full to take it all, so a small
+// Send on a link with room (nearly all of them) costs one system call and nothing else.
+func (c *conn) sendSmall(ctx context.Context, f *transport.Frame, payload []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tcp: send to rank %d: %w", c.peer, ctxErr(ctx)) // nothing sent: the link stays usable
+	}
+	b := c.sbuf[:transport.FrameHeaderSize+len(payload)]
+	f.Encode(b)
+	copy(b[transport.FrameHeaderSize:], payload)
+	l := &c.slane
+	*l = lane{p: b}
+	m, err := c.ioOnce(0, l, true, false)
+	if err == nil && m == len(b) {
+		return nil
+	}
+	var stop func() bool
+	var fired chan struct{}
+	if err == nil {
+		if stop, fired, err = c.watch(ctx, true); err == nil {
+			_, err = c.socks[0].Write(l.p)
+		}
 	}
 	return c.finish(ctx, stop, fired, true, "send to", err)
 }
@@ -122,54 +186,4 @@ func (c *conn) writev(a, b []byte) error {
 	_, err := bufs.WriteTo(c.socks[0])
 	c.wv[0], c.wv[1] = nil, nil // do not pin the caller's buffer
 	return err
-}
-
-func (c *conn) sendStriped(f *transport.Frame, payload []byte) error {
-	n, k := len(payload), len(c.socks)
-	sent := c.dispatch(c.writers, func(i int) job { lo, hi := part(n, k, i); return job{p: payload[lo:hi]} })
-	f.Encode(c.sbuf[:])
-	_, hi0 := part(n, k, 0)
-	err := c.writev(c.sbuf[:transport.FrameHeaderSize], payload[:hi0])
-	if err != nil {
-		c.shutdown() // unblock the other parts
-	}
-	return c.collect(c.writers, sent, err)
-}
-
-// dispatch hands part i to workers[i] for i >= 1 and returns how many took one.
-func (c *conn) dispatch(ws []*worker, mk func(i int) job) int {
-	sent := 0
-	for i := 1; i < len(ws); i++ {
-		select {
-		case ws[i].jobs <- mk(i):
-			sent++
-		case <-c.quit:
-			return sent
-		}
-	}
-	return sent
-}
-
-// collect waits for the first `sent` workers of the current transfer and merges
-// their errors with first, preferring a real cause over the "closed" that follows it.
-func (c *conn) collect(ws []*worker, sent int, first error) error {
-	for i := 1; i <= sent; i++ {
-		first = pickErr(first, <-ws[i].done)
-	}
-	if sent < len(c.socks)-1 {
-		first = pickErr(first, net.ErrClosed)
-	}
-	return first
-}
-
-func pickErr(a, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	case errors.Is(a, net.ErrClosed) && !errors.Is(b, net.ErrClosed):
-		return b
-	}
-	return a
 }

@@ -11,9 +11,13 @@
 // A link has tcp.sockets sockets (default 2). Every message is a 40-byte frame header
 // (transport.Frame) and its payload; small messages go out with one write on socket 0,
 // and payloads of at least tcp.stripe_min bytes (default 256 KiB) are cut into one
-// contiguous part per socket, moved at once by long-lived per-socket goroutines
-// straight from and into the caller's buffers. The receiver checks each header against
-// what it expects, so ranks that disagree get a *transport.MismatchError, not garbage.
+// contiguous part per socket (cut on 64-byte boundaries), which the calling goroutine
+// moves itself, straight from and into the caller's buffers: it writes or reads
+// whichever sockets are ready without blocking and parks on the netpoller only when
+// none is, so a large message costs no goroutine hand-offs. A link has no goroutines of
+// its own. The receiver checks each header against what it expects, so ranks that
+// disagree get a *transport.MismatchError, not garbage. Links report how much they
+// buffer without the receiver (transport.Eager: a quarter of the send buffer).
 //
 // Failures are final for a link: a cancelled context (it sets a past deadline on the
 // sockets), a mismatch, or a lost peer (EOF, reset: a *transport.PeerError wrapping
@@ -23,7 +27,11 @@
 //	import _ "github.com/goccl/goccl/tcp" // registers "tcp"
 //
 // Settings (transport.Params): tcp.addr, tcp.sockets, tcp.bufsize, tcp.stripe_min,
-// tcp.handshake_timeout, tcp.spin; see the Param constants. A receive polls its socket
-// for tcp.spin (50 µs, yielding the CPU between polls) before it parks on the netpoller,
-// since a parked goroutine's wake-up costs more than a small message's flight.
+// tcp.handshake_timeout, tcp.spin, tcp.congestion; see the Param constants. A receive
+// of a small message polls its socket for tcp.spin (50 µs, yielding the CPU between
+// polls) before it parks on the netpoller, since a parked goroutine's wake-up costs
+// more than a small message's flight; its context is armed only if it parks. Links
+// within one host use cubic (or reno) congestion control, chosen before connect: the
+// BBR default of some images paces every loopback socket with timers, which costs a
+// quarter of the CPU per byte.
 package tcp

@@ -27,7 +27,7 @@ import (
 // stranger cannot make a rank allocate more than a few hundred bytes.
 const (
 	hsMagic   = 0x50544347 // "GCTP" little endian
-	hsVersion = 1
+	hsVersion = 2          // 2: parts of a striped message are cut on 64-byte boundaries
 	maxBody   = 1024
 	maxCommID = 512
 	nonceLen  = 32

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl/transport"
@@ -29,6 +30,19 @@ const (
 	// ("50us"; "0s" parks at once). A parked receive pays a thread wake-up when the data
 	// comes, 25-50 µs in a VM, against 10-15 µs for a small message's flight.
 	ParamSpin = "tcp.spin"
+	// ParamCongestion is the congestion control of every socket (TCP_CONGESTION): a
+	// name the kernel allows ("cubic", "reno", "bbr"), "system" for the kernel default,
+	// or "auto" (the default): cubic, else reno, on links within one host, and the
+	// system's elsewhere. BBR, Debian's default on some images, paces every socket with
+	// high-resolution timers; on loopback that costs about a quarter of the CPU per
+	// byte and buys nothing (.proposals/tcp-bench.md).
+	ParamCongestion = "tcp.congestion"
+)
+
+// Congestion settings with a meaning of their own.
+const (
+	CongestionAuto   = "auto"
+	CongestionSystem = "system"
 )
 
 // maxSpin bounds tcp.spin: beyond it a rank burns CPU for nothing.
@@ -45,12 +59,13 @@ type Options struct {
 	StripeMin        int
 	HandshakeTimeout time.Duration
 	Spin             time.Duration // poll before parking; 0 = park at once
+	Congestion       string        // TCP_CONGESTION, CongestionAuto or CongestionSystem
 }
 
 // DefaultOptions are the settings used for absent Params.
 func DefaultOptions() Options {
 	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 256 << 10, HandshakeTimeout: 10 * time.Second,
-		Spin: 50 * time.Microsecond}
+		Spin: 50 * time.Microsecond, Congestion: CongestionAuto}
 }
 
 // ParseOptions reads the tcp.* Params. A malformed or out-of-range value is an error
@@ -89,6 +104,13 @@ func ParseOptions(p transport.Params) (Options, error) {
 			return o, fmt.Errorf("tcp: %w: %s=%q, want a positive duration like \"10s\"", transport.ErrInvalid, ParamHandshakeTimeout, v)
 		}
 		o.HandshakeTimeout = d
+	}
+	if v, ok := p[ParamCongestion]; ok {
+		if v == "" || len(v) > 15 || strings.ContainsFunc(v, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') }) {
+			return o, fmt.Errorf("tcp: %w: %s=%q, want %q, %q or a congestion control name such as \"cubic\" or \"reno\"",
+				transport.ErrInvalid, ParamCongestion, v, CongestionAuto, CongestionSystem)
+		}
+		o.Congestion = v
 	}
 	if v, ok := p[ParamSpin]; ok {
 		d, err := time.ParseDuration(v)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -14,10 +13,11 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 	if err := c.unusable("recv from"); err != nil {
 		return err
 	}
-	stop, fired, err := c.watch(ctx, false)
+	w, err := c.watchRecv(ctx, len(buf))
 	if err != nil {
 		return fmt.Errorf("tcp: recv from rank %d: %w", c.peer, err)
 	}
+	defer c.endRecv()
 	err = c.readHeader(want, len(buf))
 	if err == nil {
 		if c.striped(len(buf)) {
@@ -26,13 +26,45 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 			_, err = io.ReadFull(c.br, buf)
 		}
 	}
-	return c.finish(ctx, stop, fired, false, "recv from", err)
+	return c.finish(ctx, w.stop, w.fired, false, "recv from", err)
+}
+
+// recvWatch is the context watch of one receive, armed at once for a large message
+// and only before the first park for a small one (see spinReader).
+type recvWatch struct {
+	stop  func() bool
+	fired chan struct{}
+}
+
+func (c *conn) watchRecv(ctx context.Context, n int) (*recvWatch, error) {
+	w := &c.rw
+	*w = recvWatch{}
+	if c.sr == nil || c.striped(n) || ctx.Done() == nil {
+		var err error
+		w.stop, w.fired, err = c.watch(ctx, false)
+		return w, err
+	}
+	if ctx.Err() != nil {
+		return w, ctxErr(ctx) // nothing read yet: the link stays usable
+	}
+	c.sr.ctx, c.sr.armed = ctx, false
+	return w, nil
+}
+
+// endRecv drops what watchRecv left in the spin reader, so it pins no context.
+func (c *conn) endRecv() {
+	if c.sr != nil {
+		c.sr.ctx = nil
+	}
 }
 
 // readHeader reads and checks the frame header; the length is checked against what
 // the receiver expects before a single payload byte is read, so a bad length can never
 // make this side allocate or overrun.
 func (c *conn) readHeader(want transport.Header, n int) error {
+	if c.sr != nil {
+		c.sr.park = c.striped(n)
+	}
 	if _, err := io.ReadFull(c.br, c.rhdr[:]); err != nil {
 		return err
 	}
@@ -43,19 +75,8 @@ func (c *conn) readHeader(want transport.Header, n int) error {
 	return f.Check(c.self, c.peer, want, n)
 }
 
-func (c *conn) recvStriped(buf []byte) error {
-	n, k := len(buf), len(c.socks)
-	sent := c.dispatch(c.readers, func(i int) job { lo, hi := part(n, k, i); return job{p: buf[lo:hi]} })
-	_, hi0 := part(n, k, 0)
-	_, err := io.ReadFull(c.br, buf[:hi0])
-	if err != nil {
-		c.shutdown()
-	}
-	return c.collect(c.readers, sent, err)
-}
-
 // RecvStream implements transport.Streamer: pieces of at most 128 KiB are handed to fn
-// as they arrive, each socket filling one half of its scratch while fn has the other.
+// as they arrive, in the calling goroutine, each cut on a 64-byte boundary of the message.
 func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
 	if n < 0 {
 		return fmt.Errorf("tcp: recv from rank %d: %w: negative length %d", c.peer, transport.ErrInvalid, n)
@@ -63,10 +84,11 @@ func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn 
 	if err := c.unusable("recv from"); err != nil {
 		return err
 	}
-	stop, fired, err := c.watch(ctx, false)
+	w, err := c.watchRecv(ctx, n)
 	if err != nil {
 		return fmt.Errorf("tcp: recv from rank %d: %w", c.peer, err)
 	}
+	defer c.endRecv()
 	var fnErr error
 	err = c.readHeader(want, n)
 	if err == nil {
@@ -77,18 +99,18 @@ func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn 
 		}
 	}
 	if fnErr != nil {
-		c.unwatch(stop, fired, false)
+		c.unwatch(w.stop, w.fired, false)
 		err = fmt.Errorf("tcp: recv stream from rank %d: %w", c.peer, fnErr)
 		c.setErr(err)
 		c.shutdown() // the rest of the message is unread: the link cannot continue
 		return err
 	}
-	return c.finish(ctx, stop, fired, false, "recv from", err)
+	return c.finish(ctx, w.stop, w.fired, false, "recv from", err)
 }
 
 func (c *conn) streamPlain(n int, fn func(int, []byte) error) (ioErr, fnErr error) {
 	if n > 0 && c.scratch == nil {
-		c.scratch = make([]byte, 2*streamPiece)
+		c.scratch = make([]byte, streamPiece)
 	}
 	for off := 0; off < n; {
 		k := min(len(c.scratch), n-off)
@@ -101,135 +123,4 @@ func (c *conn) streamPlain(n int, fn func(int, []byte) error) (ioErr, fnErr erro
 		off += k
 	}
 	return nil, nil
-}
-
-func (c *conn) streamStriped(n int, fn func(int, []byte) error) (ioErr, fnErr error) {
-	k := len(c.socks)
-	sent := 0
-	for i := range k {
-		w := c.readers[i]
-		if w.scratch == nil {
-			w.scratch = make([]byte, 2*streamPiece)
-			w.free <- w.scratch[:streamPiece:streamPiece]
-			w.free <- w.scratch[streamPiece:]
-		}
-		lo, hi := part(n, k, i)
-		select {
-		case w.jobs <- job{stream: true, off: lo, n: hi - lo}:
-			sent++
-		case <-c.quit:
-			ioErr = pickErr(ioErr, errLinkDown)
-		}
-		if ioErr != nil {
-			break
-		}
-	}
-	for ended := 0; ended < sent; {
-		pc := <-c.pieces
-		if pc.last {
-			ended++
-			if pc.err != nil {
-				ioErr = pickErr(ioErr, pc.err)
-				c.shutdown()
-			}
-			continue
-		}
-		if ioErr == nil && fnErr == nil {
-			if err := fn(pc.off, pc.p); err != nil {
-				fnErr = err
-				c.shutdown()
-			}
-		}
-		pc.w.free <- pc.p[:cap(pc.p)]
-	}
-	return ioErr, fnErr
-}
-
-// errLinkDown is what a worker reports when the link shut down under it; like a closed
-// socket it yields to the error that caused the shutdown.
-var errLinkDown = fmt.Errorf("link shut down: %w", net.ErrClosed)
-
-// job is one part of one message for a worker.
-type job struct {
-	p      []byte // the part (plain reads and writes)
-	stream bool   // stream the part through the worker's scratch instead
-	off, n int    // the part's range, for streams
-}
-
-// piece is a streamed chunk, or (last) the end of a worker's part.
-type piece struct {
-	w    *worker
-	off  int
-	p    []byte
-	last bool
-	err  error
-}
-
-// worker is a long-lived goroutine that moves one socket's part of each large
-// message, so a striped transfer costs channel hand-offs, not goroutine spawns.
-type worker struct {
-	c       *conn
-	r       io.Reader
-	w       io.Writer
-	jobs    chan job
-	done    chan error
-	free    chan []byte
-	scratch []byte
-}
-
-func (w *worker) writeLoop() {
-	for {
-		select {
-		case j := <-w.jobs:
-			_, err := w.w.Write(j.p)
-			if err != nil {
-				w.c.shutdown()
-			}
-			w.done <- err
-		case <-w.c.quit:
-			return
-		}
-	}
-}
-
-func (w *worker) readLoop() {
-	for {
-		select {
-		case j := <-w.jobs:
-			if j.stream {
-				err := w.stream(j)
-				if err != nil {
-					w.c.shutdown()
-				}
-				w.c.pieces <- piece{w: w, last: true, err: err}
-				continue
-			}
-			_, err := io.ReadFull(w.r, j.p)
-			if err != nil {
-				w.c.shutdown()
-			}
-			w.done <- err
-		case <-w.c.quit:
-			return
-		}
-	}
-}
-
-func (w *worker) stream(j job) error {
-	for done := 0; done < j.n; {
-		var b []byte
-		select {
-		case b = <-w.free:
-		case <-w.c.quit:
-			return errLinkDown
-		}
-		k := min(len(b), j.n-done)
-		if _, err := io.ReadFull(w.r, b[:k]); err != nil {
-			w.free <- b
-			return err
-		}
-		w.c.pieces <- piece{w: w, off: j.off + done, p: b[:k]}
-		done += k
-	}
-	return nil
 }

@@ -60,7 +60,7 @@ func (c *conn) finish(ctx context.Context, stop func() bool, fired chan struct{}
 	switch {
 	case errors.As(err, &me):
 		// Returned as is, so callers can inspect both sides.
-	case cancelled:
+	case cancelled || ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		err = fmt.Errorf("tcp: %s rank %d: %w", op, c.peer, ctxErr(ctx))
 	case c.isClosing():
 		err = fmt.Errorf("tcp: %s rank %d: link %w", op, c.peer, transport.ErrClosed)
@@ -105,10 +105,9 @@ func (c *conn) unusable(op string) error {
 	return nil
 }
 
-// shutdown closes the sockets and stops the workers; idempotent.
+// shutdown closes the sockets, which unblocks any transfer on them; idempotent.
 func (c *conn) shutdown() {
 	c.downMu.Do(func() {
-		close(c.quit)
 		for _, s := range c.socks {
 			_ = s.Close()
 		}
@@ -116,14 +115,13 @@ func (c *conn) shutdown() {
 }
 
 // Close tears the link down; blocked calls on this side return ErrClosed and the peer
-// sees the link lost. It waits for the link's goroutines, so none outlives it.
+// sees the link lost. A link has no goroutines of its own, so none outlives it.
 func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.mu.Lock()
 		c.closing = true
 		c.mu.Unlock()
 		c.shutdown()
-		c.wg.Wait()
 	})
 	return nil
 }

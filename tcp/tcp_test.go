@@ -87,6 +87,10 @@ func TestOptions(t *testing.T) {
 		{tcp.ParamSpin, "-1us", false},
 		{tcp.ParamSpin, "1h", false},
 		{tcp.ParamSpin, "fast", false},
+		{tcp.ParamCongestion, "cubic", true},
+		{tcp.ParamCongestion, "system", true},
+		{tcp.ParamCongestion, "", false},
+		{tcp.ParamCongestion, "cubic;rm", false},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			_, err := tcp.ParseOptions(transport.Params{tc.key: tc.val})

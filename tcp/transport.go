@@ -77,10 +77,13 @@ func (Transport) Open(ctx context.Context, l transport.Local) (transport.Endpoin
 }
 
 // control makes the listener reusable (go-reuseport: a restarted rank can bind its
-// old port despite TIME_WAIT) and sizes the buffers before listen, so accepted sockets
-// inherit a window scale that fits them.
+// old port despite TIME_WAIT), and sets the congestion control and the buffers before
+// listen, so accepted sockets inherit them (and a window scale that fits the buffers).
 func (e *endpoint) control(network, address string, c syscall.RawConn) error {
 	if err := reuseport.Control(network, address, c); err != nil {
+		return err
+	}
+	if err := listenCongestion(c, e.opt.Congestion); err != nil {
 		return err
 	}
 	return setBuffers(c, e.opt.BufSize)
@@ -251,7 +254,7 @@ func (e *endpoint) acceptLoop() {
 func (e *endpoint) serve(c net.Conn) {
 	remote := c.RemoteAddr().String()
 	_ = c.SetDeadline(time.Now().Add(e.opt.HandshakeTimeout))
-	err := tune(c)
+	err := tune(c, e.opt.Congestion)
 	var h hello
 	if err == nil {
 		h, err = listenHandshake(c, e.local.AuthToken, e.validate)
@@ -373,7 +376,14 @@ func (e *endpoint) await(ctx context.Context, p transport.PeerInfo) (transport.C
 	}
 	s.claimed = true
 	e.mu.Unlock()
-	return newConn(e.local.Rank, p, s.socks, s.stripeMin, e.opt.Spin), nil
+	c, err := newConn(e.local.Rank, p, s.socks, s.stripeMin, e.opt.Spin)
+	if err != nil {
+		for _, sc := range s.socks {
+			_ = sc.Close()
+		}
+		return nil, err
+	}
+	return c, nil
 }
 
 // dial opens the sockets to a higher rank, retrying refused connections (the peer may
@@ -387,7 +397,12 @@ func (e *endpoint) dial(ctx context.Context, p transport.PeerInfo) (transport.Co
 		}
 		return nil, fmt.Errorf("tcp: rank %d dial rank %d at %s: %w", e.local.Rank, p.Rank, p.Handle, err)
 	}
-	d := net.Dialer{KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error { return setBuffers(c, e.opt.BufSize) }}
+	d := net.Dialer{KeepAlive: -1, Control: func(_, addr string, c syscall.RawConn) error {
+		if err := dialCongestion(c, e.opt.Congestion, addr); err != nil {
+			return err
+		}
+		return setBuffers(c, e.opt.BufSize)
+	}}
 	for i := range n {
 		h := hello{Comm: e.local.CommID, From: uint32(e.local.Rank), To: uint32(p.Rank), World: uint32(e.local.World),
 			Index: uint16(i), Count: uint16(n), StripeMin: uint32(e.opt.StripeMin)}
@@ -431,7 +446,11 @@ func (e *endpoint) dial(ctx context.Context, p transport.PeerInfo) (transport.Co
 		}
 		_ = c.SetDeadline(time.Time{})
 	}
-	return newConn(e.local.Rank, p, socks, e.opt.StripeMin, e.opt.Spin), nil
+	c, err := newConn(e.local.Rank, p, socks, e.opt.StripeMin, e.opt.Spin)
+	if err != nil {
+		return fail(err)
+	}
+	return c, nil
 }
 
 func (e *endpoint) dialOne(ctx context.Context, d *net.Dialer, addr string) (net.Conn, error) {
@@ -439,7 +458,7 @@ func (e *endpoint) dialOne(ctx context.Context, d *net.Dialer, addr string) (net
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			if err := tune(c); err != nil {
+			if err := tune(c, e.opt.Congestion); err != nil {
 				_ = c.Close()
 				return nil, err
 			}

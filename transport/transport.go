@@ -106,6 +106,15 @@ type Streamer interface {
 	RecvStream(ctx context.Context, want Header, n int, fn func(off int, p []byte) error) error
 }
 
+// Eager is an optional Conn ability: a Send of at most EagerBytes() bytes returns
+// without the peer's Recv as long as no more than two such messages are unread on the
+// link (the peer's buffering holds them). It must give the same answer at both ends. A
+// Conn without it promises algos.EagerBytes (16 KiB). Algorithms run steps this small
+// on one goroutine, with no sender and receiver goroutines to wake.
+type Eager interface {
+	EagerBytes() int
+}
+
 // Describer is an optional Conn ability: a one-line description for logs
 // ("tcp 127.0.0.1:4000->127.0.0.1:4001, 4 sockets").
 type Describer interface {

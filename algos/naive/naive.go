@@ -116,7 +116,7 @@ func recvChunks(ctx context.Context, p algos.Peers, peer int, phase uint8, buf [
 // and with bcast sends each finished chunk back to every rank's Recv.
 func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool, cs int) error {
 	rank, w := p.Rank(), p.Size()
-	if n := len(a.Send); n <= cs && n <= algos.EagerBytes {
+	if n := len(a.Send); n <= cs && n <= algos.EagerLimit(p) {
 		return reduceAtSerial(ctx, p, a, root, bcast)
 	}
 	g, ctx := errgroup.WithContext(ctx)

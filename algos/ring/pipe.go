@@ -33,6 +33,7 @@ type pipe struct {
 	a          *algos.Args
 	next, prev int
 	cs         int   // chunk size in bytes
+	eager      int   // algos.EagerLimit of the links
 	phase      uint8 // tag phase, distinct per collective shape
 }
 
@@ -109,7 +110,9 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 }
 
 // serialOK reports whether the pipeline may run in the calling goroutine: every step
-// is one message of at most algos.EagerBytes. Small collectives are latency-bound, and
+// is one message of at most the links' eager size (algos.EagerLimit), however many
+// chunks the pipelined path would cut it into (every rank decides alike: both sizes are
+// agreed at Init). Small collectives are latency-bound, and
 // two goroutines per call cost more than the messages themselves (each hand-off wakes
 // an idle thread of the Go runtime: about a third of an 8-byte AllReduce's CPU time
 // went there, see BENCHMARKS.md, "Speed"). It is deadlock-free because the serial order (below)
@@ -117,7 +120,7 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 func (pp *pipe) serialOK(sends, recvs []xfer) bool {
 	for _, list := range [2][]xfer{sends, recvs} {
 		for _, x := range list {
-			if len(x.buf) > pp.cs || len(x.buf) > algos.EagerBytes {
+			if len(x.buf) > pp.eager {
 				return false
 			}
 		}

@@ -51,7 +51,15 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	if w == 1 {
 		return algos.RunLocal(a)
 	}
-	pp := &pipe{p: p, a: a, next: (rank + 1) % w, prev: (rank - 1 + w) % w, cs: algos.ChunkSize(a, algos.DefaultChunkBytes)}
+	if a.Kind == transport.KindAllReduce && w == 2 && len(a.Send) <= algos.EagerLimit(p) &&
+		len(a.Send) <= algos.ChunkSize(a, algos.DefaultChunkBytes) {
+		if err := exchange(ctx, p, a, 1-rank); err != nil { // the pipe is not needed (nor allocated)
+			return fmt.Errorf("ring: %s: %w", a.Kind, err)
+		}
+		return nil
+	}
+	pp := &pipe{p: p, a: a, next: (rank + 1) % w, prev: (rank - 1 + w) % w, cs: algos.ChunkSize(a, algos.DefaultChunkBytes),
+		eager: algos.EagerLimit(p)}
 	var err error
 	switch a.Kind {
 	case transport.KindAllReduce:
@@ -96,9 +104,6 @@ func mod(x, w int) int { return ((x % w) + w) % w }
 // segment r-s. A step's send is the segment the previous step received: the token.
 func allReduce(ctx context.Context, pp *pipe) error {
 	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
-	if w == 2 && len(a.Send) <= algos.EagerBytes && len(a.Send) <= pp.cs {
-		return exchange(ctx, pp)
-	}
 	esz := a.DType.Size()
 	seg := func(i int) (lo, hi int) { return segment(a.Count, esz, w, mod(i, w)) }
 	var sends, recvs []xfer
@@ -129,13 +134,12 @@ func allReduce(ctx context.Context, pp *pipe) error {
 // min including NaN and signed zeros, float16 and bfloat16 through float32, integers
 // modulo 2^n), so both get the same bits; the one exception is which payload a NaN
 // carries when both operands are NaNs, which no collective library promises.
-func exchange(ctx context.Context, pp *pipe) error {
-	a := pp.a
-	t := algos.Tag(algos.TagRing, pp.phase, 0)
-	if err := algos.Send(ctx, pp.p, pp.next, t, a.Send); err != nil {
+func exchange(ctx context.Context, p algos.Peers, a *algos.Args, peer int) error {
+	t := algos.Tag(algos.TagRing, phaseAllReduce, 0)
+	if err := algos.Send(ctx, p, peer, t, a.Send); err != nil {
 		return fmt.Errorf("exchange: %w", err)
 	}
-	if err := algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, a.Recv, a.Send); err != nil {
+	if err := algos.RecvReduce(ctx, p, peer, t, a.DType, a.Op, a.Recv, a.Send); err != nil {
 		return fmt.Errorf("exchange: %w", err)
 	}
 	return reduce.Finish(a.DType, a.Op, a.Recv, 2)

@@ -77,7 +77,7 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		return half[s.tree][0] + lo, half[s.tree][0] + hi
 	}
 
-	if nchunks[0] == 1 && nchunks[1] == 1 && half[0][1]-half[0][0] <= algos.EagerBytes {
+	if nchunks[0] == 1 && nchunks[1] == 1 && half[0][1]-half[0][0] <= algos.EagerLimit(p) {
 		return allReduceSerial(ctx, p, a, nodes, sends, recvs, rng)
 	}
 	g, ctx := errgroup.WithContext(ctx)

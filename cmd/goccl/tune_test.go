@@ -21,6 +21,7 @@ func TestTuneUsage(t *testing.T) {
 		{[]string{"--transport", "carrier-pigeon"}, 2},
 		{[]string{"--bogus"}, 2},
 		{[]string{"extra"}, 2},
+		{[]string{"--fit", "/nonexistent/models.json"}, 2},
 	} {
 		require.Equal(t, tc.want, runTune(ctx, tc.args), "goccl tune %q", tc.args)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -43,6 +44,7 @@ type bench struct {
 	fault    bool
 	faultAt  int // the rank that corrupts its result under the fault hook
 	stageBuf []byte
+	model    algos.CostModel // --predict: the communicator's cost model (CommModel)
 }
 
 func newBench(ctx context.Context, comm *goccl.Comm, o *Options) (*bench, error) {
@@ -51,6 +53,11 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options) (*bench, error)
 	var err error
 	if b.sizes, err = Sweep(o.MinBytes, o.MaxBytes, o.StepBytes, o.StepFactor); err != nil {
 		return nil, err
+	}
+	if o.Predict {
+		if b.model, err = CommModel(comm); err != nil {
+			return nil, err
+		}
 	}
 	b.roots = []int{-1}
 	if o.Coll.Rooted {
@@ -153,6 +160,7 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 			if b.rep != nil {
 				b.rep.RowStart(k.Bytes(es), k.Param, TypeName(dt), opName, root)
 			}
+			var outOfPlace Half
 			for _, inPlace := range []bool{false, true} {
 				h, err := b.benchTime(ctx, k, dt, op, root, inPlace)
 				if err != nil {
@@ -164,6 +172,9 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 				if b.rep != nil {
 					b.rep.RowHalf(h, !inPlace)
 				}
+				if !inPlace {
+					outOfPlace = h
+				}
 				if !inPlace && b.collect && cycle == 0 {
 					b.points = append(b.points, Point{Bytes: k.Bytes(es), TimeUs: h.TimeUs, BusBW: h.BusBW, AlgBW: h.AlgBW})
 				}
@@ -171,6 +182,9 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 				b.bwCount++
 			}
 			if b.rep != nil {
+				if o.Predict {
+					b.rep.RowPredict(b.predict(k.Bytes(es), outOfPlace.TimeUs))
+				}
 				b.rep.RowEnd()
 			}
 		}
@@ -182,6 +196,21 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 		b.printStats()
 	}
 	return nil
+}
+
+// predict is the --predict part of a row: the model's time for the algorithm the
+// communicator runs for this call (what auto chose, or the configured one after any
+// fallback).
+func (b *bench) predict(bytes int64, measuredUs float64) Prediction {
+	name, _ := b.comm.Algo(b.o.Coll.Kind, int(bytes))
+	if name == "" || name == "nccl" {
+		return Prediction{} // an error, or NCCL's own collective: nothing the model prices
+	}
+	d, err := b.model.Predict(name, b.o.Coll.Kind, int(bytes), b.n)
+	if err != nil {
+		return Prediction{}
+	}
+	return Prediction{Algo: name, TimeUs: float64(d) / float64(time.Microsecond), MeasuredUs: measuredUs}
 }
 
 // printStats is -v: rank 0's communicator counters, as "# ..." lines so the table
@@ -264,7 +293,13 @@ func (b *bench) issue(ctx context.Context, s, r transport.Buffer, k Counts, dt t
 	return c.SendRecvAsync(ctx, s, (b.rank+1)%b.n, r, (b.rank-1+b.n)%b.n, n, dt)
 }
 
+// waitAll waits for the last operation first, as nccl-tests synchronises its stream
+// once: a waiting caller runs the queued operations itself (Work.Wait), so waiting for
+// the last runs them all on this goroutine, with no hand-off per operation.
 func waitAll(ctx context.Context, ws []*goccl.Work) error {
+	if len(ws) > 0 {
+		_ = ws[len(ws)-1].Wait(ctx) // its error, if any, is reported in issue order below
+	}
 	var first error
 	for _, w := range ws {
 		if err := w.Wait(ctx); err != nil && first == nil {

@@ -44,6 +44,7 @@ type Options struct {
 	Plot                 string
 	Device               string // "host" (default) or "cuda"
 	Verbose              bool
+	Predict              bool // --predict: the cost model's time after the nccl-tests columns
 	Help                 bool
 	Args                 []string // the arguments as given, for the JSON file
 	npGiven, deviceGiven bool
@@ -240,6 +241,7 @@ var optSpecs = []optSpec{
 		return nil
 	}},
 	{'v', "verbose", "", "print per-communicator counters after each test, when the communicator has them", func(o *Options, _ string) error { o.Verbose = true; return nil }},
+	{0, "predict", "", "add the cost model's time for the algorithm that runs, its error against the out-of-place time, and that algorithm, after the table's columns", func(o *Options, _ string) error { o.Predict = true; return nil }},
 }
 
 func parseList(v string) ([]string, error) {

@@ -41,6 +41,12 @@ func TestParseDefaults(t *testing.T) {
 	require.Equal(t, []transport.DType{transport.Float32}, o.DTypes)
 	require.Equal(t, 0, o.Root)
 	require.Equal(t, 0, o.NP)
+	require.False(t, o.Predict, "the default table is nccl-tests' own")
+	o, err = Parse([]string{"all_reduce", "--predict"})
+	require.NoError(t, err)
+	require.True(t, o.Predict)
+	_, err = Parse([]string{"all_reduce", "--predict=1"})
+	require.ErrorContains(t, err, "takes no value")
 }
 
 func TestParseFlags(t *testing.T) {

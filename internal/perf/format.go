@@ -220,7 +220,9 @@ func (r *Report) Preamble(program, version string, notes []string, devices []Dev
 	}
 }
 
-// TableHeader prints the three header lines of the results table.
+// TableHeader prints the three header lines of the results table (with --predict, the
+// model's columns after nccl-tests' own, so that parsers reading those by position
+// still read them).
 func (r *Report) TableHeader() {
 	o := r.opts
 	timeStr := "time"
@@ -231,27 +233,77 @@ func (r *Report) TableHeader() {
 	if o.Timestamps {
 		tsLbl, tsFmt, tsPad = "timestamp", "%Y-%m-%d %H:%M:%S", 19
 	}
-	r.printf("#\n")
+	var lines [3]string
 	if o.PerIter {
-		r.printf("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                in-place (+ per-iteration)\n", "", "", "", "", "")
-		r.printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s\n",
+		lines[0] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                in-place (+ per-iteration)", "", "", "", "", "")
+		lines[1] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s",
 			"size", "count", "type", "redop", "root",
 			timeStr, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%",
 			timeStr, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", tsPad, tsLbl)
-		r.printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s\n",
+		lines[2] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s %*s",
 			"(B)", "(elements)", "", "", "",
 			"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
 			"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", tsPad, tsFmt)
 	} else {
-		r.printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "")
-		r.printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type", "redop", "root",
+		lines[0] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          ", "", "", "", "", "")
+		lines[1] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "size", "count", "type", "redop", "root",
 			timeStr, "algbw", "busbw", "#wrong", timeStr, "algbw", "busbw", "#wrong", tsPad, tsLbl)
-		r.printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "", "",
+		lines[2] = fmt.Sprintf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s", "(B)", "(elements)", "", "", "",
 			"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", tsPad, tsFmt)
+	}
+	r.printf("#\n")
+	for i, l := range lines {
+		if o.Predict {
+			l += predictHeader[i]
+		}
+		r.printf("%s\n", l)
 	}
 	if r.js != nil {
 		r.js.key("results")
 		r.js.startList()
+	}
+}
+
+// predictHeader is what --predict adds to the three header lines.
+var predictHeader = [3]string{
+	"       model",
+	fmt.Sprintf("  %7s  %6s  %s", "model", "error", "algo"),
+	fmt.Sprintf("  %7s  %6s", "(us)", "(%)"),
+}
+
+// Prediction is the --predict part of a row: the cost model's time for the algorithm
+// that ran (Algo; "" when there is none to price, e.g. an offload), and the measured
+// out-of-place time it is compared with.
+type Prediction struct {
+	Algo       string
+	TimeUs     float64
+	MeasuredUs float64
+}
+
+// RowPredict prints the --predict columns (model time, its error against the
+// out-of-place time, the algorithm) after the halves; call it before RowEnd.
+func (r *Report) RowPredict(p Prediction) {
+	if p.Algo == "" {
+		r.printf("  %7s  %6s  %s", "N/A", "N/A", "none")
+	} else {
+		errPct := math.NaN()
+		if p.MeasuredUs > 0 {
+			errPct = 100 * (p.TimeUs - p.MeasuredUs) / p.MeasuredUs
+		}
+		r.printf("  %7s  %6s  %s", FloatStr(p.TimeUs, 7), FloatStr(errPct, 6), p.Algo)
+	}
+	if js := r.js; js != nil {
+		js.key("prediction")
+		js.startObject()
+		js.key("algorithm")
+		js.str(p.Algo)
+		js.key("time")
+		if p.Algo == "" {
+			js.null()
+		} else {
+			js.double(p.TimeUs)
+		}
+		js.finishObject()
 	}
 }
 

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,43 @@ func TestGoldenTimestampsAndCPUTime(t *testing.T) {
 	r.RowHalf(Half{TimeUs: 1, Checked: true}, false)
 	r.RowEnd()
 	require.Equal(t, goldenTimestamps, out.String())
+}
+
+// goldenPredict is goldenTable's first rows with --predict: nccl-tests' columns
+// unchanged, then the model's time, its error against the out-of-place time, and the
+// algorithm it priced (N/A when there is none, e.g. an offloaded call).
+const goldenPredict = `#
+#                                                              out-of-place                       in-place                 model
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong     model   error  algo
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)              (us)     (%)
+           8             2     float     sum      -1    12.34    0.00    0.00       0    11.00    0.00    0.00       0    10.00  -18.99  rd
+   134217728      33554432     float     sum      -1  1234567  108.71  190.25       0  99999.6  1000.0   1e+06  1.23457e+06  1200000   -2.80  ring
+        1024           256  bfloat16    none       3     5.00    0.20    0.15    N/A     5.00    0.20    0.15    N/A      N/A     N/A  none
+`
+
+func TestGoldenPredict(t *testing.T) {
+	o, err := Parse([]string{"all_reduce", "--predict"})
+	require.NoError(t, err)
+	require.True(t, o.Predict)
+	var out bytes.Buffer
+	r := NewReport(&out, nil, o)
+	r.TableHeader()
+	r.RowStart(8, 2, "float", "sum", -1)
+	r.RowHalf(Half{TimeUs: 12.344, AlgBW: 0.000648, BusBW: 0.000648, Checked: true}, true)
+	r.RowHalf(Half{TimeUs: 11, AlgBW: 0.000727, BusBW: 0.000727, Checked: true}, false)
+	r.RowPredict(Prediction{Algo: "rd", TimeUs: 10, MeasuredUs: 12.344})
+	r.RowEnd()
+	r.RowStart(134217728, 33554432, "float", "sum", -1)
+	r.RowHalf(Half{TimeUs: 1234567, AlgBW: 108.714, BusBW: 190.25, Checked: true}, true)
+	r.RowHalf(Half{TimeUs: 99999.6, AlgBW: 999.995, BusBW: 1e6, Wrong: 1234567, Checked: true}, false)
+	r.RowPredict(Prediction{Algo: "ring", TimeUs: 1.2e6, MeasuredUs: 1234567})
+	r.RowEnd()
+	r.RowStart(1024, 256, "bfloat16", "none", 3)
+	r.RowHalf(Half{TimeUs: 5, AlgBW: 0.2, BusBW: 0.15}, true)
+	r.RowHalf(Half{TimeUs: 5, AlgBW: 0.2, BusBW: 0.15}, false)
+	r.RowPredict(Prediction{})
+	r.RowEnd()
+	require.Equal(t, goldenPredict, out.String())
+	// Without --predict the same calls print nccl-tests' table exactly (TestGoldenTable).
+	require.Contains(t, goldenTable, strings.Split(goldenPredict, "model\n")[0][:60])
 }

@@ -3,6 +3,7 @@ package perf
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -28,8 +29,14 @@ func runLocal(t *testing.T, world int, args ...string) (string, []int) {
 			c.Close()
 		}
 	}()
+	return runComms(ctx, comms, o, combo{})
+}
+
+// runComms runs one report on every communicator of comms and returns rank 0's output
+// and every rank's exit status.
+func runComms(ctx context.Context, comms []*goccl.Comm, o *Options, cb combo) (string, []int) {
 	var out bytes.Buffer
-	codes := make([]int, world)
+	codes := make([]int, len(comms))
 	var wg sync.WaitGroup
 	for r, c := range comms {
 		wg.Go(func() {
@@ -37,7 +44,7 @@ func runLocal(t *testing.T, world int, args ...string) (string, []int) {
 			if r == 0 {
 				w = &out
 			}
-			_, codes[r] = runReport(ctx, c, o, combo{}, false, w, w)
+			_, codes[r] = runReport(ctx, c, o, cb, false, w, w)
 		})
 	}
 	wg.Wait()
@@ -96,4 +103,64 @@ func TestInProcessNoCheck(t *testing.T) {
 	require.True(t, strings.HasSuffix(line, "    N/A"), "%q", line)
 	require.Equal(t, 2, strings.Count(line, "N/A"))
 	require.Contains(t, line, "     8             2     float    none       1")
+}
+
+// TestInProcessPredict runs --predict end to end and checks every row's model columns
+// against the communicator's own model: the algorithm column is what comm.Algo says
+// runs at that size (auto's choice, or the fixed algorithm), the time is that
+// algorithm's prediction from CommModel, and the error is against the out-of-place
+// time of the same row.
+func TestInProcessPredict(t *testing.T) {
+	for _, algo := range []string{"", "ring"} {
+		args := []string{"all_reduce", "-b", "8", "-e", "1M", "-f", "32", "-n", "2", "-w", "1", "--predict"}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		comms, err := goccl.InitLocal(ctx, 3)
+		require.NoError(t, err)
+		o, err := Parse(args)
+		require.NoError(t, err)
+		if algo != "" {
+			var wg sync.WaitGroup
+			for _, c := range comms {
+				wg.Go(func() { require.NoError(t, c.SetAlgo(algo)) })
+			}
+			wg.Wait()
+		}
+		text, codes := runComms(ctx, comms, o, combo{algo: algo})
+		require.Equal(t, []int{ExitOK, ExitOK, ExitOK}, codes, text)
+		model, err := CommModel(comms[0])
+		require.NoError(t, err)
+		lines := 0
+		for _, l := range strings.Split(text, "\n") {
+			f := strings.Fields(l)
+			if len(f) != 16 || strings.HasPrefix(l, "#") {
+				continue
+			}
+			lines++
+			var bytes int
+			_, err := fmt.Sscan(f[0], &bytes)
+			require.NoError(t, err)
+			name, _ := comms[0].Algo(goccl.KindAllReduce, bytes)
+			if algo != "" {
+				require.Equal(t, algo, name)
+			}
+			require.Equal(t, name, f[15], l)
+			d, err := model.Predict(name, goccl.KindAllReduce, bytes, 3)
+			require.NoError(t, err)
+			require.Equal(t, FloatStr(d.Seconds()*1e6, 7), fmt.Sprintf("%7s", f[13]), l)
+			var measured float64
+			_, err = fmt.Sscan(f[5], &measured)
+			require.NoError(t, err)
+			var errPct float64
+			_, err = fmt.Sscan(f[14], &errPct)
+			require.NoError(t, err)
+			// The printed time is rounded to 2 decimals; the error was computed before.
+			want := 100 * (d.Seconds()*1e6 - measured) / measured
+			require.InDelta(t, want, errPct, 0.02+0.01*100*d.Seconds()*1e6/(measured*measured), l)
+		}
+		require.Equal(t, 4, lines, text) // 8 B to 1 MiB by 32x: 8, 256, 8192, 262144
+		for _, c := range comms {
+			c.Close()
+		}
+		cancel()
+	}
 }

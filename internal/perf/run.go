@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -306,6 +307,12 @@ func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, seve
 		}
 	}
 	return b.points, code
+}
+
+// CommModel is the cost model comm's auto selector compares algorithms with (with the
+// eager size and chunk its ranks agreed at Init).
+func CommModel(comm *goccl.Comm) (algos.CostModel, error) {
+	return comm.CostModel(), nil
 }
 
 // gatherDevices collects every rank's device line on rank 0 through the

@@ -17,107 +17,172 @@ type Point struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// coefficients returns how much of p's predicted time each parameter buys: seconds
-// per second of Alpha, per 1/(1 GB/s) of Beta and per 1/(1 GB/s) of Gamma. They come
-// from algos.CostModel.Predict itself, so the fit always matches the selector's
-// formulas, whatever they are.
-func coefficients(p Point, kind transport.Kind, world, chunk int) ([3]float64, error) {
+// The fitted parameters, in the order of a coefficient row.
+const (
+	pCall = iota
+	pAlpha
+	pOverhead
+	pAsync
+	pBeta // 1/Beta, in seconds per GB
+	pGamma
+	nParams
+)
+
+// Shape is what a fit holds fixed: the communicator's pipelining unit (0 = the
+// default), the CPU cores its ranks share (0 = a core each) and its links' eager size
+// (0 = algos.EagerBytes), all of which change the formulas' coefficients, not the
+// parameters.
+type Shape struct {
+	ChunkBytes, Cores, EagerBytes int
+}
+
+// tiny is the model every unit model adds to: a per-message overhead of 1 ns (a zero
+// one would default to Alpha/8, see algos.CostModel) and infinitely fast links. Its
+// own prediction is subtracted again.
+func tiny(s Shape) algos.CostModel {
+	return algos.CostModel{Overhead: time.Nanosecond, Beta: math.Inf(1), ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes}
+}
+
+// coefficients returns how much of p's predicted time each parameter buys: seconds per
+// second of Call, Alpha, Overhead and Async, and per 1/(1 GB/s) of Beta and Gamma. They
+// come from algos.CostModel.Predict itself, one parameter at a time, so the fit always
+// matches the selector's formulas, whatever they are (they are linear in these six).
+func coefficients(p Point, kind transport.Kind, world int, s Shape) ([nParams]float64, error) {
 	const gbps = 1e9
-	unit := []algos.CostModel{
-		{Alpha: time.Second, Beta: math.Inf(1), ChunkBytes: chunk},
-		{Beta: gbps, ChunkBytes: chunk},
-		{Beta: math.Inf(1), Gamma: gbps, ChunkBytes: chunk},
+	var unit [nParams]algos.CostModel
+	for i := range unit {
+		unit[i] = tiny(s)
 	}
-	var c [3]float64
+	unit[pCall].Call = time.Second
+	unit[pAlpha].Alpha = time.Second
+	unit[pOverhead].Overhead = time.Second
+	unit[pAsync].Async = time.Second
+	unit[pBeta].Beta = gbps
+	unit[pGamma].Gamma = gbps
+	var c [nParams]float64
+	base, err := tiny(s).Predict(p.Algo, kind, p.Bytes, world)
+	if err != nil {
+		return c, err
+	}
 	for i, m := range unit {
 		d, err := m.Predict(p.Algo, kind, p.Bytes, world)
 		if err != nil {
 			return c, err
 		}
-		c[i] = d.Seconds()
+		c[i] = (d - base).Seconds()
 	}
 	return c, nil
 }
 
-// Fit finds the non-negative Alpha, 1/Beta and 1/Gamma that predict pts (AllReduce
-// over world ranks with pipelining unit chunk, 0 = the default) with the least sum of
+// Set is the samples of one world size.
+type Set struct {
+	World  int     `json:"world"`
+	Points []Point `json:"points"`
+}
+
+// Fit finds the non-negative Call, Alpha, Overhead, Async, 1/Beta and 1/Gamma that
+// predict pts (AllReduce over world ranks of the given shape) with the least sum of
 // squared relative errors, and reports the worst relative error. It needs points of at
-// least two sizes; more algorithms make Beta and Gamma separable.
-func Fit(pts []Point, world, chunk int) (algos.CostModel, float64, error) {
-	if world < 2 {
-		return algos.CostModel{}, 0, fmt.Errorf("tune: %w: fitting needs a world of 2 or more ranks, got %d", transport.ErrInvalid, world)
-	}
-	rows := make([][3]float64, 0, len(pts))
+// least two sizes; more algorithms separate the per-hop from the per-message terms (a
+// ring and a naive AllReduce of the same size differ in hops and in messages), and
+// sizes on both sides of algos.EagerBytes give Async.
+func Fit(pts []Point, world int, s Shape) (algos.CostModel, float64, error) {
+	return FitSets([]Set{{World: world, Points: pts}}, s)
+}
+
+// FitSets is Fit over samples taken at several world sizes on one host: one model for
+// all of them, which is what a communicator of any size on that host uses (the built-in
+// models are such fits, of 2, 3 and 4 ranks).
+func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
+	var rows [][nParams]float64
 	sizes := map[int]bool{}
-	for _, p := range pts {
-		if !(p.Seconds > 0) || p.Bytes < 0 {
-			return algos.CostModel{}, 0, fmt.Errorf("tune: %w: sample %s at %d bytes took %v s; want a positive time",
-				transport.ErrInvalid, p.Algo, p.Bytes, p.Seconds)
+	for _, set := range sets {
+		if set.World < 2 {
+			return algos.CostModel{}, 0, fmt.Errorf("tune: %w: fitting needs a world of 2 or more ranks, got %d", transport.ErrInvalid, set.World)
 		}
-		c, err := coefficients(p, transport.KindAllReduce, world, chunk)
-		if err != nil {
-			return algos.CostModel{}, 0, fmt.Errorf("tune: sample %s at %d bytes: %w", p.Algo, p.Bytes, err)
+		for _, p := range set.Points {
+			if !(p.Seconds > 0) || p.Bytes < 0 {
+				return algos.CostModel{}, 0, fmt.Errorf("tune: %w: sample %s at %d bytes over %d ranks took %v s; want a positive time",
+					transport.ErrInvalid, p.Algo, p.Bytes, set.World, p.Seconds)
+			}
+			c, err := coefficients(p, transport.KindAllReduce, set.World, s)
+			if err != nil {
+				return algos.CostModel{}, 0, fmt.Errorf("tune: sample %s at %d bytes: %w", p.Algo, p.Bytes, err)
+			}
+			for i := range c {
+				c[i] /= p.Seconds // relative error: each row's target becomes 1
+			}
+			rows = append(rows, c)
+			sizes[p.Bytes] = true
 		}
-		for i := range c {
-			c[i] /= p.Seconds // relative error: each row's target becomes 1
-		}
-		rows = append(rows, c)
-		sizes[p.Bytes] = true
 	}
 	if len(sizes) < 2 {
 		return algos.CostModel{}, 0, fmt.Errorf("tune: %w: fitting needs samples of at least 2 sizes, got %d", transport.ErrInvalid, len(sizes))
 	}
-	x, ok := nnls3(rows)
-	if !ok || !(x[1] > 0) {
+	x, ok := nnls(rows, pBeta)
+	if !ok || !(x[pBeta] > 0) {
 		return algos.CostModel{}, 0, fmt.Errorf("tune: %w: the samples fit no model with a finite bandwidth (are the times from one communicator?)", transport.ErrInvalid)
 	}
-	m := algos.CostModel{Alpha: time.Duration(x[0] * 1e9), Beta: 1e9 / x[1], ChunkBytes: chunk}
-	if x[2] > 0 {
-		m.Gamma = 1e9 / x[2]
+	dur := func(sec float64) time.Duration { return time.Duration(math.Round(sec * 1e9)) }
+	m := algos.CostModel{Call: dur(x[pCall]), Alpha: dur(x[pAlpha]), Overhead: dur(x[pOverhead]), Async: dur(x[pAsync]),
+		Beta: 1e9 / x[pBeta], ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes}
+	if m.Overhead <= 0 {
+		m.Overhead = time.Nanosecond // measured as negligible, not "unset" (which means Alpha/8)
+	}
+	if x[pGamma] > 0 {
+		m.Gamma = 1e9 / x[pGamma]
 	}
 	worst := 0.0
 	for _, r := range rows {
-		worst = math.Max(worst, math.Abs(r[0]*x[0]+r[1]*x[1]+r[2]*x[2]-1))
+		worst = math.Max(worst, math.Abs(dot(r, x)-1))
 	}
 	return m, worst, nil
 }
 
-// nnls3 solves min ||A x - 1||^2 subject to x >= 0 and x[1] > 0 for three unknowns by
-// trying every set of free variables that includes x[1] and keeping the best feasible
-// solution. (Without the last condition a link whose every cost grows with the bytes
-// may be fitted as a free wire and a slow reduction, which leaves Beta undefined.)
-func nnls3(in [][3]float64) ([3]float64, bool) {
-	// Scale every column to a maximum of 1: the Alpha column is ~1e5 times the others
-	// and would otherwise dominate the normal equations' rounding.
-	var scale [3]float64
+func dot(r, x [nParams]float64) float64 {
+	s := 0.0
+	for i := range r {
+		s += r[i] * x[i]
+	}
+	return s
+}
+
+// nnls solves min ||A x - 1||^2 subject to x >= 0 and x[need] > 0 by trying every set
+// of free variables that includes need and keeping the best feasible solution: 2^5
+// small systems, exact, and fast enough for a few hundred samples. (Without the
+// condition on need, a link whose every cost grows with the bytes may be fitted as a
+// free wire and a slow reduction, which leaves Beta undefined.)
+func nnls(in [][nParams]float64, need int) ([nParams]float64, bool) {
+	// Scale every column to a maximum of 1: the time columns are ~1e5 times the byte
+	// columns and would otherwise dominate the normal equations' rounding.
+	var scale [nParams]float64
 	for _, r := range in {
-		for i := range 3 {
+		for i := range r {
 			scale[i] = math.Max(scale[i], math.Abs(r[i]))
 		}
 	}
-	rows := make([][3]float64, len(in))
+	rows := make([][nParams]float64, len(in))
 	for n, r := range in {
-		for i := range 3 {
+		for i := range r {
 			if scale[i] > 0 {
 				rows[n][i] = r[i] / scale[i]
 			}
 		}
 	}
-	best, bestErr, found := [3]float64{}, math.Inf(1), false
-	for mask := 1; mask < 8; mask++ {
-		if mask&2 == 0 {
-			continue // the selector needs a finite bandwidth: 1/Beta stays free
+	best, bestErr, found := [nParams]float64{}, math.Inf(1), false
+	for mask := 1; mask < 1<<nParams; mask++ {
+		if mask&(1<<need) == 0 {
+			continue
 		}
 		var idx []int
-		for i := range 3 {
-			if mask&(1<<i) != 0 {
+		for i := range nParams {
+			if mask&(1<<i) != 0 && scale[i] > 0 {
 				idx = append(idx, i)
 			}
 		}
-		// Normal equations over the free variables.
 		k := len(idx)
-		var ata [3][3]float64
-		var atb [3]float64
+		var ata [nParams][nParams]float64
+		var atb [nParams]float64
 		for _, r := range rows {
 			for i := range k {
 				atb[i] += r[idx[i]]
@@ -130,27 +195,27 @@ func nnls3(in [][3]float64) ([3]float64, bool) {
 		if !ok {
 			continue
 		}
-		var x [3]float64
+		var x [nParams]float64
 		feasible := true
 		for i := range k {
-			if sol[i] < 0 || (idx[i] == 1 && sol[i] == 0) {
+			if sol[i] < 0 || (idx[i] == need && sol[i] == 0) {
 				feasible = false
 			}
 			x[idx[i]] = sol[i]
 		}
-		if !feasible {
+		if !feasible || x[need] == 0 {
 			continue
 		}
 		e := 0.0
 		for _, r := range rows {
-			d := r[0]*x[0] + r[1]*x[1] + r[2]*x[2] - 1
+			d := dot(r, x) - 1
 			e += d * d
 		}
-		if e < bestErr {
+		if e < bestErr*(1-1e-12) {
 			best, bestErr, found = x, e, true
 		}
 	}
-	for i := range 3 {
+	for i := range best {
 		if scale[i] > 0 {
 			best[i] /= scale[i]
 		} else {
@@ -161,7 +226,7 @@ func nnls3(in [][3]float64) ([3]float64, bool) {
 }
 
 // solve does Gaussian elimination with partial pivoting on the leading k x k system.
-func solve(a [3][3]float64, b [3]float64, k int) ([3]float64, bool) {
+func solve(a [nParams][nParams]float64, b [nParams]float64, k int) ([nParams]float64, bool) {
 	for col := range k {
 		p := col
 		for r := col + 1; r < k; r++ {
@@ -169,8 +234,8 @@ func solve(a [3][3]float64, b [3]float64, k int) ([3]float64, bool) {
 				p = r
 			}
 		}
-		if math.Abs(a[p][col]) < 1e-300 {
-			return b, false
+		if math.Abs(a[p][col]) < 1e-12 {
+			return b, false // singular: this set of free variables is not identifiable
 		}
 		a[col], a[p] = a[p], a[col]
 		b[col], b[p] = b[p], b[col]
@@ -182,7 +247,7 @@ func solve(a [3][3]float64, b [3]float64, k int) ([3]float64, bool) {
 			b[r] -= f * b[col]
 		}
 	}
-	var x [3]float64
+	var x [nParams]float64
 	for r := k - 1; r >= 0; r-- {
 		s := b[r]
 		for c := r + 1; c < k; c++ {

@@ -3,9 +3,11 @@ package tune
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 	"unsafe"
 
+	_ "github.com/goccl/goccl/algos/rd" // calibration times every built-in AllReduce, rd included
 	"github.com/goccl/goccl/transport"
 )
 
@@ -21,7 +23,7 @@ type Comm interface {
 
 // Options bound a calibration. The zero value is the full sweep.
 type Options struct {
-	// Quick measures 3 sizes with ring and tree in well under a second (for Init).
+	// Quick measures 4 sizes with ring, naive and rd in well under a second (for Init).
 	Quick bool
 	// Sizes and Algos replace the sweep's (bytes, as algos.Bytes counts AllReduce).
 	Sizes []int
@@ -34,16 +36,24 @@ type Options struct {
 	MaxIters int
 	// ChunkBytes is the communicator's pipelining unit (Config.ChunkBytes; 0 = default).
 	ChunkBytes int
+	// Cores is how many CPU cores the ranks share (default runtime.NumCPU(): every rank
+	// of a calibration runs on this host, as goccl tune starts them).
+	Cores int
+	// EagerBytes is the links' eager size (the communicator's agreed transport.Eager;
+	// default: the built-in model's for the transport, see ModelFor).
+	EagerBytes int
 	// Restore is the algorithm spec to set again afterwards (default "auto").
 	Restore string
 }
 
 // Default sweeps.
 var (
-	quickSizes = []int{8, 64 << 10, 1 << 20}
-	quickAlgos = []string{"ring", "tree"}
-	fullSizes  = []int{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
-	fullAlgos  = []string{"ring", "tree", "naive"}
+	// Sizes on both sides of algos.EagerBytes (16 KiB), where every algorithm moves
+	// from the caller's goroutine to the pipelined path (the Async term).
+	quickSizes = []int{8, 8 << 10, 64 << 10, 1 << 20}
+	quickAlgos = []string{"ring", "naive", "rd"}
+	fullSizes  = []int{8, 64, 512, 4 << 10, 16 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20}
+	fullAlgos  = []string{"ring", "tree", "naive", "rd"}
 )
 
 func (o Options) withDefaults() Options {
@@ -73,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Restore == "" {
 		o.Restore = "auto"
+	}
+	if o.Cores <= 0 {
+		o.Cores = runtime.NumCPU()
 	}
 	return o
 }
@@ -122,7 +135,10 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 			pts = append(pts, Point{Algo: alg, Bytes: n, Seconds: s})
 		}
 	}
-	m, worst, err := Fit(pts, w, o.ChunkBytes)
+	if o.EagerBytes <= 0 {
+		o.EagerBytes = builtin(name).EagerBytes
+	}
+	m, worst, err := Fit(pts, w, Shape{ChunkBytes: o.ChunkBytes, Cores: o.Cores, EagerBytes: o.EagerBytes})
 	if err != nil {
 		return Result{}, err
 	}

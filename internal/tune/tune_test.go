@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -12,49 +13,117 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/transport"
 )
 
-// ringTime and naiveTime are the textbook AllReduce costs, written out here
-// independently of package algos: the ring moves 2(W-1)/W of the buffer in 2(W-1)
-// steps and reduces (W-1)/W of it; the root of the naive algorithm receives and
-// reduces W-1 whole buffers and sends W-1 back, in 2(W-1) steps.
-func ringTime(alpha, beta, gamma float64, n, w int) float64 {
-	wf := float64(w)
-	return 2*(wf-1)*alpha + 2*(wf-1)/wf*float64(n)/beta + (wf-1)/wf*float64(n)/gamma
+// params is a model written out independently of package algos, to generate samples
+// from: per call, per hop and per pipelined hop (both stretched by W/cores when ranks
+// outnumber cores), per message at the busiest rank, per byte on the wire and reduced.
+type params struct {
+	call, alpha, overhead, async, beta, gamma float64
+	cores                                     int
 }
 
-func naiveTime(alpha, beta, gamma float64, n, w int) float64 {
-	wf := float64(w)
-	return 2*(wf-1)*alpha + (wf-1)*float64(n)/beta + (wf-1)*float64(n)/gamma
+const eager, chunk = 16 << 10, 512 << 10
+
+func chunksOf(n float64) float64 { return max(1, math.Ceil(n/chunk)) }
+
+// hop is one dependent hop; load the bytes term, the busiest rank's bytes or all
+// ranks' spread over the cores, whichever is longer.
+func (p params) hop(w int, pipelined bool) float64 {
+	h := p.alpha
+	if pipelined {
+		h += p.async
+	}
+	if p.cores > 0 && w > p.cores {
+		h *= float64(w) / float64(p.cores)
+	}
+	return h
+}
+
+func (p params) load(w int, msgs, msgsAll, wire, wireAll, red, redAll float64) float64 {
+	if p.cores > 0 && w > p.cores {
+		c := float64(p.cores)
+		msgs, wire, red = max(msgs, msgsAll/c), max(wire, wireAll/c), max(red, redAll/c)
+	}
+	return msgs*p.overhead + wire/p.beta + red/p.gamma
+}
+
+// ringTime: two ranks with a small buffer swap it in one hop; otherwise reduce-scatter
+// and all-gather, 2(W-1) hops, each a send and a receive of a segment n/W.
+func ringTime(p params, n, w int) float64 {
+	nf, wf := float64(n), float64(w)
+	if w == 2 && n <= eager {
+		return p.call + p.hop(w, false) + p.load(w, 2, 4, nf, 2*nf, nf, 2*nf)
+	}
+	seg := nf / wf
+	msgs := 4 * (wf - 1) * chunksOf(seg) // a send and a receive per step, at every rank
+	return p.call + 2*(wf-1)*p.hop(w, seg > eager) + p.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*nf, (wf-1)*seg, (wf-1)*nf)
+}
+
+// naiveTime: in to the root and out again, 2 hops; the root handles 2(W-1) messages,
+// after a leaf's send and before its receive, and receives, reduces and sends W-1
+// whole buffers.
+func naiveTime(p params, n, w int) float64 {
+	nf, wf := float64(n), float64(w)
+	msgs := 2 * (wf - 1) * chunksOf(nf) // the root's; every message has a leaf at its other end
+	return p.call + 2*p.hop(w, n > eager) + p.load(w, msgs+2, 2*msgs, (wf-1)*nf, 2*(wf-1)*nf, (wf-1)*nf, (wf-1)*nf)
+}
+
+// rdTime for W = 2, 3, 4: a direct exchange (1 hop, W-1 buffers in and out) for small
+// buffers, else recursive doubling: log2 W exchanges for 2 and 4, and for 3 an
+// exchange between ranks 0 and 1 with rank 2 folded in and out (3 hops).
+func rdTime(p params, n, w int) float64 {
+	nf, wf := float64(n), float64(w)
+	if n <= eager {
+		return p.call + p.hop(w, false) + p.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*nf, wf*(wf-1)*nf, (wf-1)*nf, wf*(wf-1)*nf)
+	}
+	// {hops, buffers sent by the busiest rank, buffers sent by all, buffers reduced by all}
+	s := map[int][4]float64{2: {1, 1, 2, 2}, 3: {3, 2, 4, 3}, 4: {2, 2, 8, 8}}[w]
+	ch := chunksOf(nf)
+	return p.call + s[0]*p.hop(w, true) + p.load(w, 2*s[1]*ch, 2*s[2]*ch, s[1]*nf, s[2]*nf, s[1]*nf, s[3]*nf)
 }
 
 var sizes = []int{8, 100, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}
 
+func samples(p params, w int, noise func(i int) float64) []tune.Point {
+	var pts []tune.Point
+	for i, n := range sizes {
+		pts = append(pts,
+			tune.Point{Algo: "ring", Bytes: n, Seconds: ringTime(p, n, w) * noise(3*i)},
+			tune.Point{Algo: "naive", Bytes: n, Seconds: naiveTime(p, n, w) * noise(3*i+1)},
+			tune.Point{Algo: "rd", Bytes: n, Seconds: rdTime(p, n, w) * noise(3*i+2)})
+	}
+	return pts
+}
+
 func TestFitRecoversModel(t *testing.T) {
+	exact := func(int) float64 { return 1 }
 	for _, tc := range []struct {
-		name               string
-		alpha, beta, gamma float64
-		world              int
+		name  string
+		p     params
+		world int
 	}{
-		{"shm-like w2", 2e-6, 6e9, 8e9, 2},
-		{"tcp-like w4", 30e-6, 1.2e9, 6e9, 4},
-		{"slow w3", 1e-3, 1e8, 1e9, 3},
+		{"shm-like w2", params{3e-6, 2e-6, 0.5e-6, 30e-6, 6e9, 8e9, 0}, 2},
+		{"tcp-like w4", params{5e-6, 30e-6, 3e-6, 60e-6, 1.2e9, 6e9, 0}, 4},
+		{"slow w3", params{1e-4, 1e-3, 1e-4, 1e-3, 1e8, 1e9, 0}, 3},
+		{"oversubscribed w4 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2}, 4},
+		{"oversubscribed w3 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pts []tune.Point
-			for _, n := range sizes {
-				pts = append(pts,
-					tune.Point{Algo: "ring", Bytes: n, Seconds: ringTime(tc.alpha, tc.beta, tc.gamma, n, tc.world)},
-					tune.Point{Algo: "naive", Bytes: n, Seconds: naiveTime(tc.alpha, tc.beta, tc.gamma, n, tc.world)})
-			}
-			m, worst, err := tune.Fit(pts, tc.world, 0)
+			pts := samples(tc.p, tc.world, exact)
+			m, worst, err := tune.Fit(pts, tc.world, tune.Shape{Cores: tc.p.cores})
 			require.NoError(t, err)
 			require.Less(t, worst, 0.01, "the samples follow the model exactly")
-			require.InEpsilon(t, tc.alpha, m.Alpha.Seconds(), 0.01)
-			require.InEpsilon(t, tc.beta, m.Beta, 0.01)
-			require.InEpsilon(t, tc.gamma, m.Gamma, 0.01)
+			require.InEpsilon(t, tc.p.call, m.Call.Seconds(), 0.02, "call")
+			require.InEpsilon(t, tc.p.alpha, m.Alpha.Seconds(), 0.02, "alpha")
+			require.InEpsilon(t, tc.p.overhead, m.Overhead.Seconds(), 0.02, "overhead")
+			require.InEpsilon(t, tc.p.async, m.Async.Seconds(), 0.02, "async")
+			require.InEpsilon(t, tc.p.beta, m.Beta, 0.02, "beta")
+			require.InEpsilon(t, tc.p.gamma, m.Gamma, 0.02, "gamma")
+			require.Equal(t, tc.p.cores, m.Cores)
 			// The fitted model predicts every sample, as the selector would use it.
 			for _, p := range pts {
 				d, err := m.Predict(p.Algo, transport.KindAllReduce, p.Bytes, tc.world)
@@ -65,21 +134,20 @@ func TestFitRecoversModel(t *testing.T) {
 	}
 }
 
-// TestFitNoisy: +-5% noise on every sample still gives the parameters within 20%.
+// TestFitNoisy: +-5% noise on every sample still predicts every sample within 15%, and
+// the terms that dominate somewhere (alpha at 8 B, beta at 64 MiB) within 25%.
 func TestFitNoisy(t *testing.T) {
-	const alpha, beta, gamma, w = 10e-6, 2e9, 5e9, 2
-	var pts []tune.Point
-	for i, n := range sizes {
-		noise := 1 + 0.05*math.Sin(float64(i*7+1)) // deterministic, both signs
-		pts = append(pts,
-			tune.Point{Algo: "ring", Bytes: n, Seconds: ringTime(alpha, beta, gamma, n, w) * noise},
-			tune.Point{Algo: "naive", Bytes: n, Seconds: naiveTime(alpha, beta, gamma, n, w) / noise})
-	}
-	m, worst, err := tune.Fit(pts, w, 0)
+	p := params{2e-6, 10e-6, 1e-6, 40e-6, 2e9, 5e9, 0}
+	const w = 3
+	noise := func(i int) float64 { return 1 + 0.05*math.Sin(float64(i*7+1)) } // deterministic, both signs
+	pts := samples(p, w, noise)
+	m, worst, err := tune.Fit(pts, w, tune.Shape{})
 	require.NoError(t, err)
 	require.Less(t, worst, 0.15)
-	require.InEpsilon(t, alpha, m.Alpha.Seconds(), 0.2)
-	require.InEpsilon(t, beta, m.Beta, 0.2)
+	require.InEpsilon(t, p.beta, m.Beta, 0.25)
+	small, err := m.Predict("ring", transport.KindAllReduce, 8, w)
+	require.NoError(t, err)
+	require.InEpsilon(t, ringTime(p, 8, w), small.Seconds(), 0.15)
 }
 
 func TestFitRejects(t *testing.T) {
@@ -96,7 +164,7 @@ func TestFitRejects(t *testing.T) {
 		{"unknown algorithm", []tune.Point{ok[0], {Algo: "bogus", Bytes: 64, Seconds: 1}}, 2, "bogus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := tune.Fit(tc.pts, tc.world, 0)
+			_, _, err := tune.Fit(tc.pts, tc.world, tune.Shape{})
 			require.ErrorIs(t, err, transport.ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -106,7 +174,9 @@ func TestFitRejects(t *testing.T) {
 func TestSaveLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "models.json")
-	f := tune.NewFile(tune.Models{"shm": {Alpha: 1500 * time.Nanosecond, Beta: 6e9, Gamma: 9e9}, "tcp": {Alpha: 20 * time.Microsecond, Beta: 1e9}}, 4)
+	shm := algos.CostModel{Call: 700 * time.Nanosecond, Alpha: 1500 * time.Nanosecond, Overhead: 300 * time.Nanosecond,
+		Async: 25 * time.Microsecond, Beta: 6e9, Gamma: 9e9, Cores: 2}
+	f := tune.NewFile(tune.Models{"shm": shm, "tcp": {Alpha: 20 * time.Microsecond, Beta: 1e9}}, 4)
 	require.NoError(t, tune.Save(path, f))
 	got, err := tune.Load(path)
 	require.NoError(t, err)
@@ -116,13 +186,23 @@ func TestSaveLoad(t *testing.T) {
 	require.Equal(t, 6e9, ms["shm"].Beta)
 	require.Equal(t, 9e9, ms["shm"].Gamma)
 	require.Equal(t, 1e9, ms["tcp"].Beta)
+	require.Equal(t, shm, ms["shm"], "every field survives the file")
+
+	// A version-1 file (three parameters) still loads; the new terms read as zero.
+	v1 := filepath.Join(dir, "v1.json")
+	require.NoError(t, os.WriteFile(v1, []byte(`{"version": 1, "world": 2, "models": {"shm": {"alpha_ns": 1000, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`), 0o644))
+	old, err := tune.Load(v1)
+	require.NoError(t, err)
+	require.Equal(t, algos.CostModel{Alpha: time.Microsecond, Beta: 1e9}, old.CostModels()["shm"])
 
 	bad := map[string]string{
-		"version":   `{"version": 7, "world": 2, "models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
-		"beta":      `{"version": 1, "world": 2, "models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 0, "gamma_bytes_per_s": 0}}}`,
-		"alpha_ns":  `{"version": 1, "world": 2, "models": {"tcp": {"alpha_ns": -5, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
-		"unknown":   `{"version": 1, "world": 2, "modles": {}}`,
-		"no models": `{"version": 1, "world": 2, "models": {}}`,
+		"version":     `{"version": 7, "world": 2, "models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
+		"beta":        `{"version": 1, "world": 2, "models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 0, "gamma_bytes_per_s": 0}}}`,
+		"alpha_ns":    `{"version": 1, "world": 2, "models": {"tcp": {"alpha_ns": -5, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
+		"overhead_ns": `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "overhead_ns": -1, "beta_bytes_per_s": 1e9}}}`,
+		"cores":       `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "cores": -2, "beta_bytes_per_s": 1e9}}}`,
+		"unknown":     `{"version": 1, "world": 2, "modles": {}}`,
+		"no models":   `{"version": 1, "world": 2, "models": {}}`,
 	}
 	for want, body := range bad {
 		p := filepath.Join(dir, want+".json")
@@ -163,13 +243,13 @@ func TestCalibrate(t *testing.T) {
 			require.Equal(t, res[0], res[r], "rank %d disagrees with rank 0", r)
 		}
 		require.Equal(t, "inmem", res[0].Transport)
-		require.Len(t, res[0].Samples, 3*2)
+		require.Len(t, res[0].Samples, 4*3, "4 sizes x ring, naive, rd")
 		m := res[0].Models["inmem"]
 		require.Greater(t, m.Beta, 0.0)
 		require.GreaterOrEqual(t, m.Alpha, time.Duration(0))
 		f := res[0].File()
 		require.Equal(t, world, f.World)
-		require.Len(t, f.Samples["inmem"], 6)
+		require.Len(t, f.Samples["inmem"], 12)
 		name, why := comms[0].Algo(goccl.KindAllReduce, 1<<20)
 		require.NotEmpty(t, name)
 		require.Contains(t, why, "auto")
@@ -200,4 +280,54 @@ func TestCalibrateRejects(t *testing.T) {
 	_, err = tune.Calibrate(ctx, fakeComm{rank: 0, size: 2, links: []string{"self", "shm"}}, tune.Options{Sizes: []int{6}})
 	require.ErrorIs(t, err, transport.ErrInvalid)
 	require.ErrorContains(t, err, "6 bytes")
+}
+
+// TestRefit fits one model to samples of three world sizes generated from one set of
+// parameters, and gets those parameters back; a file without samples is refused.
+func TestRefit(t *testing.T) {
+	p := params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, runtime.NumCPU()}
+	var files []tune.File
+	for _, w := range []int{2, 3, 4} {
+		f := tune.NewFile(tune.Models{"shm": {Alpha: time.Second, Beta: 1}}, w) // the old model is ignored
+		f.Samples = map[string][]tune.Point{"shm": samples(p, w, func(int) float64 { return 1 })}
+		files = append(files, f)
+	}
+	joint, err := tune.Refit(files)
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 3, 4}, joint.Worlds)
+	m := joint.CostModels()["shm"]
+	require.InEpsilon(t, p.alpha, m.Alpha.Seconds(), 0.02)
+	require.InEpsilon(t, p.async, m.Async.Seconds(), 0.02)
+	require.InEpsilon(t, p.beta, m.Beta, 0.02)
+	require.Less(t, joint.Models["shm"].FitError, 0.01)
+	require.NoError(t, tune.Save(filepath.Join(t.TempDir(), "joint.json"), joint))
+
+	_, err = tune.Refit([]tune.File{tune.NewFile(tune.Models{"shm": algos.ShmModel}, 2)})
+	require.ErrorIs(t, err, transport.ErrInvalid)
+	require.ErrorContains(t, err, "no samples")
+}
+
+// TestModelFor: the communicator's model is shm's inside a host and tcp's across, a
+// tuned model replaces the built-in one of its transport only, and the host-local
+// model knows this host's cores.
+func TestModelFor(t *testing.T) {
+	one := []string{"h", "h", "h"}
+	m := tune.ModelFor([]string{"self", "shm", "shm"}, one, 0, 0, nil)
+	want := algos.ShmModel
+	want.Cores = runtime.NumCPU()
+	require.Equal(t, want, m)
+	m = tune.ModelFor([]string{"tcp", "self", "tcp"}, one, 1, 1<<20, nil)
+	want = algos.TCPModel
+	want.Cores, want.ChunkBytes = runtime.NumCPU(), 1<<20
+	require.Equal(t, want, m, "tcp on one host: tcp's model, sharing the cores")
+	tuned := tune.Models{"shm": {Alpha: 3 * time.Microsecond, Beta: 7e9}}
+	m = tune.ModelFor([]string{"self", "shm", "shm"}, one, 0, 0, tuned)
+	require.Equal(t, 3*time.Microsecond, m.Alpha)
+	require.Equal(t, runtime.NumCPU(), m.Cores)
+	// Two hosts of two: shm inside, tcp between, with the layout.
+	m = tune.ModelFor([]string{"self", "shm", "tcp", "tcp"}, []string{"a", "a", "b", "b"}, 0, 0, tuned)
+	require.Equal(t, 2, m.PerHost)
+	require.NotNil(t, m.Inter)
+	require.Equal(t, algos.TCPModel.Alpha, m.Inter.Alpha)
+	require.Equal(t, 3*time.Microsecond, m.Alpha)
 }

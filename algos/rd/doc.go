@@ -1,0 +1,24 @@
+// Package rd is the latency-optimal AllReduce for small messages: a direct exchange
+// (every rank sends its vector to every other rank and reduces the W vectors itself,
+// one step) for small messages on up to DirectMax ranks, and recursive doubling
+// (log2 W steps, each an exchange with the rank whose number differs in one bit;
+// worlds that are not a power of two fold their extra ranks in with one step before
+// and one after) otherwise.
+//
+// Where it wins: the ring pays 2(W-1) dependent hops, the double tree 2 x depth, the
+// naive root 2; the direct exchange pays one. When ranks outnumber cores every hop is
+// a context switch, so at 3-8 ranks on a 2-core host a small AllReduce is decided by
+// its hops. Its price is bandwidth: W-1 whole buffers in and out of every rank for the
+// exchange, log2 W for recursive doubling, against the ring's 2(W-1)/W; the cost model
+// (algos.CostModel, formula "rd") knows both, and auto picks rd only where it wins.
+//
+// Every rank ends with the same bits, for every dtype and op: the direct exchange
+// reduces the W vectors in rank order on every rank, and each recursive-doubling step
+// computes a op b on one side and b op a on the other, which IEEE arithmetic (and Go's
+// min and max, and integer wrap-around) makes identical.
+//
+// Import it for its side effect of registering "rd":
+//
+//	import _ "github.com/goccl/goccl/algos/rd"
+//	comm.SetAlgo("allreduce:rd<16K,auto")
+package rd

@@ -1,0 +1,207 @@
+package rd
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/reduce"
+	"github.com/goccl/goccl/transport"
+)
+
+// Name is the registry name.
+const Name = "rd"
+
+// DirectMax is the largest world that runs small messages as one direct exchange:
+// 2(W-1) messages per rank in one step, against 2 log2 W in log2 W steps for recursive
+// doubling. Above it the messages cost more than the steps they save. The cost model
+// (algos.CostModel.Predict) follows the same rule.
+const DirectMax = algos.RDDirectMax
+
+// tagID is rd's algorithm id in message tags (algos.Tag): distinct from naive (1),
+// ring (2) and tree (3), so a rank that runs another algorithm for the same call gets
+// a mismatch instead of wrong data.
+const tagID = algos.TagRD
+
+// Tag phases.
+const (
+	phaseDirect  = iota + 1 // the one-step exchange
+	phaseFoldIn             // an extra rank's input to its partner
+	phaseStep               // recursive-doubling step (index = step << 16 | chunk)
+	phaseFoldOut            // the result back to an extra rank
+)
+
+func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
+
+func init() { algos.Register(Algorithm{}) }
+
+// Algorithm is the recursive-doubling / direct-exchange AllReduce. The zero value is
+// ready to use.
+type Algorithm struct{}
+
+// Name returns "rd".
+func (Algorithm) Name() string { return Name }
+
+// Supports reports AllReduce only; the selector falls back (to ring) for the rest.
+func (Algorithm) Supports(k transport.Kind) bool { return k == transport.KindAllReduce }
+
+// Run executes a on this rank.
+func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
+	if !alg.Supports(a.Kind) {
+		return fmt.Errorf("rd: %w: %s (algos.Resolve falls back to ring)", transport.ErrNotSupported, a.Kind)
+	}
+	rank, w := p.Rank(), p.Size()
+	if err := algos.Validate(a, rank, w); err != nil {
+		return err
+	}
+	if w == 1 {
+		return algos.RunLocal(a)
+	}
+	cs, eager := algos.ChunkSize(a, algos.DefaultChunkBytes), algos.EagerLimit(p)
+	var err error
+	if algos.RDDirect(len(a.Send), w, cs, eager) {
+		err = direct(ctx, p, a)
+	} else {
+		err = doubling(ctx, p, a, cs, eager)
+	}
+	if err != nil {
+		return fmt.Errorf("rd: %s: %w", a.Kind, err)
+	}
+	return nil
+}
+
+// direct sends this rank's input to every other rank, then reduces the W inputs in
+// rank order (the same order on every rank, hence the same bits). Every message is at
+// most the links' eager size (algos.EagerLimit) and each link carries one per call, so
+// all the sends complete without their receivers and the order cannot deadlock.
+func direct(ctx context.Context, p algos.Peers, a *algos.Args) error {
+	rank, w := p.Rank(), p.Size()
+	for k := 1; k < w; k++ { // rank+1 first, so not every rank writes to rank 0 first
+		if err := algos.Send(ctx, p, (rank+k)%w, tag(phaseDirect, 0), a.Send); err != nil {
+			return err
+		}
+	}
+	mine := a.Send
+	if algos.SameMemory(a.Send, a.Recv) { // in place: Recv is about to be overwritten
+		mine = algos.GetScratch(len(a.Send))
+		defer algos.PutScratch(mine)
+		copy(mine, a.Send)
+	}
+	for q := range w {
+		var err error
+		switch {
+		case q == rank && q == 0:
+			algos.CopyDistinct(a.Recv, mine)
+		case q == rank:
+			err = reduce.Apply3(a.DType, a.Op, a.Recv, a.Recv, mine)
+		case q == 0:
+			err = algos.Recv(ctx, p, q, tag(phaseDirect, 0), a.Recv)
+		default:
+			err = algos.RecvReduce(ctx, p, q, tag(phaseDirect, 0), a.DType, a.Op, a.Recv, a.Recv)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return reduce.Finish(a.DType, a.Op, a.Recv, w)
+}
+
+// doubling is recursive doubling over the largest power of two P <= W. Rank r >= P
+// hands its input to r-P first and gets the result back at the end; the others
+// accumulate in Recv and, at step s, exchange it with r ^ 2^s.
+func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
+	rank, w := p.Rank(), p.Size()
+	pw := 1 << (bits.Len(uint(w)) - 1)
+	if rank >= pw {
+		if err := sendAll(ctx, p, rank-pw, phaseFoldIn, 0, a.Send, cs, nil); err != nil {
+			return fmt.Errorf("fold in: %w", err)
+		}
+		if err := recvAll(ctx, p, rank-pw, phaseFoldOut, a.Recv, cs); err != nil {
+			return fmt.Errorf("fold out: %w", err)
+		}
+		return nil
+	}
+	extra := rank+pw < w
+	if extra {
+		if err := recvReduceAll(ctx, p, a, rank+pw, phaseFoldIn, 0, a.Recv, a.Send, cs, nil); err != nil {
+			return fmt.Errorf("fold in: %w", err)
+		}
+	} else {
+		algos.CopyDistinct(a.Recv, a.Send)
+	}
+	for s := 0; 1<<s < pw; s++ {
+		if err := exchange(ctx, p, rank^(1<<s), s, a.Recv, a, cs, eager); err != nil {
+			return fmt.Errorf("step %d: %w", s, err)
+		}
+	}
+	if err := reduce.Finish(a.DType, a.Op, a.Recv, w); err != nil {
+		return err
+	}
+	if extra {
+		if err := sendAll(ctx, p, rank+pw, phaseFoldOut, 0, a.Recv, cs, nil); err != nil {
+			return fmt.Errorf("fold out: %w", err)
+		}
+	}
+	return nil
+}
+
+// exchange swaps acc with peer and leaves acc op theirs in acc. A small acc goes in
+// one eager message, sent before the receive; a large one is sent chunk by chunk while
+// the peer's chunks are reduced in, each chunk only after it went out.
+func exchange(ctx context.Context, p algos.Peers, peer, step int, acc []byte, a *algos.Args, cs, eager int) error {
+	if len(acc) <= cs && len(acc) <= eager {
+		if err := algos.Send(ctx, p, peer, tag(phaseStep, step<<16), acc); err != nil {
+			return err
+		}
+		return algos.RecvReduce(ctx, p, peer, tag(phaseStep, step<<16), a.DType, a.Op, acc, acc)
+	}
+	var sent algos.Progress
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sendAll(ctx, p, peer, phaseStep, step<<16, acc, cs, &sent) })
+	g.Go(func() error { return recvReduceAll(ctx, p, a, peer, phaseStep, step<<16, acc, acc, cs, &sent) })
+	return g.Wait()
+}
+
+// sendAll sends buf to peer in chunks tagged base+i, advancing sent after each.
+func sendAll(ctx context.Context, p algos.Peers, peer int, phase uint8, base int, buf []byte, cs int, sent *algos.Progress) error {
+	for i := range algos.NumChunks(len(buf), cs) {
+		lo, hi := algos.Chunk(len(buf), cs, i)
+		if err := algos.Send(ctx, p, peer, tag(phase, base+i), buf[lo:hi]); err != nil {
+			return err
+		}
+		if sent != nil {
+			sent.Advance()
+		}
+	}
+	return nil
+}
+
+func recvAll(ctx context.Context, p algos.Peers, peer int, phase uint8, buf []byte, cs int) error {
+	for i := range algos.NumChunks(len(buf), cs) {
+		lo, hi := algos.Chunk(len(buf), cs, i)
+		if err := algos.Recv(ctx, p, peer, tag(phase, i), buf[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recvReduceAll receives peer's chunks tagged base+i into dst = src op incoming; with
+// wait, chunk i first waits until chunk i of dst has been sent.
+func recvReduceAll(ctx context.Context, p algos.Peers, a *algos.Args, peer int, phase uint8, base int, dst, src []byte, cs int, wait *algos.Progress) error {
+	for i := range algos.NumChunks(len(dst), cs) {
+		if wait != nil {
+			if err := wait.Wait(ctx, i+1); err != nil {
+				return err
+			}
+		}
+		lo, hi := algos.Chunk(len(dst), cs, i)
+		if err := algos.RecvReduce(ctx, p, peer, tag(phase, base+i), a.DType, a.Op, dst[lo:hi], src[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package goccl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/algos"
+)
+
+// Every rank of a communicator assumes the same eager size: over shm a quarter of the
+// ring, whatever each rank's own setting (the segment's creator sizes the ring).
+func TestEagerAgreedAcrossRanks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []Option
+		expect int
+	}{
+		{"inmem", nil, algos.EagerBytes},
+		{"shm default ring", []Option{WithTransport("shm")}, (4 << 20) / 4},
+		{"shm 256K ring", []Option{WithTransport("shm"), WithParam("shm.ring_bytes", "256K")}, (256 << 10) / 4},
+		{"shm single-copy from 100000 B", []Option{WithTransport("shm"), WithParam("shm.single_copy_min", "100000")}, 100000 - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			comms, err := InitLocal(ctx, 3, tc.opts...)
+			require.NoError(t, err)
+			for _, c := range comms {
+				require.Equal(t, tc.expect, c.eager, "rank %d", c.rank)
+				require.Equal(t, 0, c.chunk, "rank %d: not every link is tcp: the algorithms' default", c.rank)
+				require.NoError(t, c.Close())
+			}
+		})
+	}
+}
+
+// Over tcp the ranks agree on the eager size the sockets give (it depends on the host's
+// socket buffer limits) and on the larger tcp pipelining unit; an explicit ChunkBytes wins.
+func TestTCPChunkAgreed(t *testing.T) {
+	for _, tc := range []struct {
+		opts  []Option
+		chunk int
+	}{
+		{[]Option{WithTransport("tcp")}, tcpChunkBytes},
+		{[]Option{WithTransport("tcp"), WithChunkBytes(256 << 10)}, 256 << 10},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		comms, err := InitLocal(ctx, 3, tc.opts...)
+		cancel()
+		require.NoError(t, err)
+		for _, c := range comms {
+			require.Equal(t, comms[0].eager, c.eager, "rank %d", c.rank)
+			require.GreaterOrEqual(t, c.eager, algos.EagerBytes)
+			require.Equal(t, tc.chunk, c.chunk, "rank %d", c.rank)
+			require.NoError(t, c.Close())
+		}
+	}
+}
+
+// Around the shm eager size (1 MiB here) the algorithms switch between their one-goroutine
+// and their pipelined paths; both must give the reference result at 2, 3 and 4 ranks
+// between real shared-memory rings, for every algorithm and the elementwise collectives.
+func TestShmEagerBoundaryMatrix(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: the detector cannot see ordering through the shm rings' atomics (race_on_test.go); " +
+			"this test runs in the plain go test ./...")
+	}
+	const eager = 1 << 20
+	counts := []int{eager/4 - 1, eager / 4, eager/4 + 1, eager/8 + 3} // float32 elements
+	for _, world := range []int{2, 3, 4} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		comms, err := InitLocal(ctx, world, WithTransport("shm"))
+		require.NoError(t, err)
+		require.Equal(t, eager, comms[0].eager)
+		for _, algo := range []string{"ring", "tree", "naive"} {
+			for _, kind := range []Kind{KindAllReduce, KindBroadcast, KindReduce} {
+				for _, n := range counts {
+					name := fmt.Sprintf("w%d/%s/%s/%d", world, algo, kind, n)
+					require.NoError(t, eagerCase(ctx, comms, algo, kind, n), name)
+				}
+			}
+		}
+		for _, c := range comms {
+			require.NoError(t, c.Close())
+		}
+		cancel()
+	}
+}
+
+// eagerCase runs one collective on every rank of comms and checks it against a serial
+// float64 reference. Inputs are small integers, so float32 sums are exact.
+func eagerCase(ctx context.Context, comms []*Comm, algo string, kind Kind, n int) error {
+	world := len(comms)
+	in := func(r, i int) float32 { return float32((r*7 + i*3) % 101) }
+	want := make([]float64, n)
+	for i := range want {
+		for r := range world {
+			want[i] += float64(in(r, i))
+		}
+	}
+	const root = 1
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			if err := c.SetAlgo(algo); err != nil {
+				errs[r] = err
+				return
+			}
+			xs := make([]float32, n)
+			for i := range xs {
+				xs[i] = in(r, i)
+			}
+			b := HostSlice(xs)
+			var err error
+			switch kind {
+			case KindAllReduce:
+				err = c.AllReduce(ctx, b, b, n, Float32, Sum)
+			case KindBroadcast:
+				err = c.Broadcast(ctx, b, b, n, Float32, root)
+			case KindReduce:
+				err = c.Reduce(ctx, b, b, n, Float32, Sum, root)
+			}
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			for i, x := range xs {
+				var w float64
+				switch {
+				case kind == KindBroadcast:
+					w = float64(in(root, i))
+				case kind == KindReduce && r != root:
+					w = float64(in(r, i)) // a non-root's buffer is its input
+				default:
+					w = want[i]
+				}
+				if float64(x) != w {
+					errs[r] = fmt.Errorf("rank %d: [%d] = %v, want %v", r, i, x, w)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package goccl
+
+const raceEnabled = false
