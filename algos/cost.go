@@ -262,9 +262,17 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		if w == 2 && m.serial(n) {
 			return m.hop(w, false) + m.load(w, 2, 4, n, 2*n, n, 2*n)
 		}
+		// The ring runs its steps on the calling goroutine, one message each, whenever a
+		// step fits the eager size, however many chunks the pipelined path would use
+		// (ring's serialOK).
 		seg := n / wf
-		msgs := 4 * (wf - 1) * m.chunks(seg)
-		return 2*(wf-1)*m.hop(w, !m.serial(seg)) +
+		oneGoroutine := seg <= float64(m.EagerBytes)
+		per := m.chunks(seg)
+		if oneGoroutine {
+			per = 1
+		}
+		msgs := 4 * (wf - 1) * per
+		return 2*(wf-1)*m.hop(w, !oneGoroutine) +
 			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*n, (wf-1)*seg, (wf-1)*n)
 	case transport.KindReduceScatter:
 		blk := n / wf
