@@ -155,8 +155,8 @@ func combine(dt transport.DType, op transport.Op, xs []elem, world int) elem {
 	return acc
 }
 
-// unitRoundoff is 2^-p for the dtype's significand of p bits.
-func unitRoundoff(dt transport.DType) float64 {
+// UnitRoundoff is 2^-p for the dtype's significand of p bits.
+func UnitRoundoff(dt transport.DType) float64 {
 	switch dt {
 	case transport.Float16:
 		return 0x1p-11
@@ -180,7 +180,7 @@ func unitRoundoff(dt transport.DType) float64 {
 //     sum|x|; Avg's division adds one more such rounding. W x (u_c + u_d) x sum|x|
 //     covers all of them.
 func tolerance(dt transport.DType, op transport.Op, v Values, want float64, sumAbs float64, world int) float64 {
-	u := unitRoundoff(dt)
+	u := UnitRoundoff(dt)
 	uc := u
 	if dt == transport.Float16 || dt == transport.BFloat16 {
 		uc = 0x1p-24

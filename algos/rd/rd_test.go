@@ -97,23 +97,11 @@ func TestBitIdentical(t *testing.T) {
 					want /= float64(c.world)
 				}
 				got := get(c.dt, args[0].Recv, i)
-				tol := float64(c.world) * 4 * eps(c.dt) * max(1, math.Abs(want))
+				tol := float64(c.world) * 4 * algostest.UnitRoundoff(c.dt) * max(1, math.Abs(want))
 				require.InDelta(t, want, got, tol, "%v %v w=%d n=%d element %d", c.dt, c.op, c.world, c.count, i)
 			}
 		}
 	}
-}
-
-func eps(dt transport.DType) float64 {
-	switch dt {
-	case transport.Float16:
-		return 0x1p-11
-	case transport.BFloat16:
-		return 0x1p-8
-	case transport.Float32:
-		return 0x1p-24
-	}
-	return 0x1p-53
 }
 
 // put stores v in element i of b as dt and returns the value it stored.
