@@ -69,7 +69,6 @@ func (c *Comm) collectiveSync(ctx context.Context, k call) error {
 
 func (c *Comm) runCollective(ctx context.Context, w *Work, k *call) error {
 	c.seq++
-	c.progress.Store(c.seq)
 	hdr := transport.Header{Seq: c.seq, Fp: k.fingerprint()}
 	c.setProgress(hdr.Seq, hdr.Fp)
 	err := c.doCollective(ctx, w, k, hdr)

@@ -46,7 +46,6 @@ type Comm struct {
 	flight      flight                 // the last operations, for "who is stuck"
 	counters    counters               // Stats
 	lastBlocked atomic.Pointer[string] // the link a timed-out operation was waiting on
-	progress    atomic.Uint64          // collectives started (c.seq), for the watchdog
 
 	queue     []*Work       // issued and not yet started, oldest first; guarded by mu
 	queued    atomic.Int64  // len(queue), read without mu

@@ -65,39 +65,33 @@ const (
 )
 
 func (o *obsConn) Send(ctx context.Context, h transport.Header, p []byte) error {
-	t0, tr := o.c.opSince, o.c.tracer
-	var wall time.Time
-	if tr != nil {
-		wall = time.Now()
-	}
-	o.state.sendSince.Store(t0)
-	err := o.Conn.Send(ctx, h, p)
-	o.state.sendSince.Store(0)
-	if err != nil {
-		err = o.blocked(err, "send to", t0)
-	}
-	o.state.sent.Add(uint64(len(p)))
-	if tr != nil {
-		tr.Span(tidSend+o.peer, "link", "send", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": len(p), "tag": h.Tag})
-	}
-	return err
+	return o.observe(&o.state.sendSince, &o.state.sent, tidSend, "send to", "send", len(p), h.Tag,
+		func() error { return o.Conn.Send(ctx, h, p) })
 }
 
 func (o *obsConn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
+	return o.observe(&o.state.recvSince, &o.state.received, tidRecv, "receive from", "recv", len(buf), want.Tag,
+		func() error { return o.Conn.Recv(ctx, want, buf) })
+}
+
+// observe runs one transfer of n bytes: it marks the link blocked (since, for the flight
+// recorder) while the transfer runs, counts its bytes, names the peer in a timeout, and
+// records a trace span when tracing is on.
+func (o *obsConn) observe(since *atomic.Int64, bytes *atomic.Uint64, tid int, what, span string, n int, tag uint32, transfer func() error) error {
 	t0, tr := o.c.opSince, o.c.tracer
 	var wall time.Time
 	if tr != nil {
 		wall = time.Now()
 	}
-	o.state.recvSince.Store(t0)
-	err := o.Conn.Recv(ctx, want, buf)
-	o.state.recvSince.Store(0)
+	since.Store(t0)
+	err := transfer()
+	since.Store(0)
 	if err != nil {
-		err = o.blocked(err, "receive from", t0)
+		err = o.blocked(err, what, t0)
 	}
-	o.state.received.Add(uint64(len(buf)))
+	bytes.Add(uint64(n))
 	if tr != nil {
-		tr.Span(tidRecv+o.peer, "link", "recv", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": len(buf), "tag": want.Tag})
+		tr.Span(tid+o.peer, "link", span, wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": n, "tag": tag})
 	}
 	return err
 }
@@ -124,22 +118,8 @@ func (o *obsConn) Describe() string {
 }
 
 func (o *obsStreamConn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
-	t0, tr := o.c.opSince, o.c.tracer
-	var wall time.Time
-	if tr != nil {
-		wall = time.Now()
-	}
-	o.state.recvSince.Store(t0)
-	err := o.s.RecvStream(ctx, want, n, fn)
-	o.state.recvSince.Store(0)
-	if err != nil {
-		err = o.blocked(err, "receive from", t0)
-	}
-	o.state.received.Add(uint64(n))
-	if tr != nil {
-		tr.Span(tidRecv+o.peer, "link", "recv+reduce", wall, time.Since(wall), map[string]any{"peer": o.peer, "bytes": n, "tag": want.Tag})
-	}
-	return err
+	return o.observe(&o.state.recvSince, &o.state.received, tidRecv, "receive from", "recv+reduce", n, want.Tag,
+		func() error { return o.s.RecvStream(ctx, want, n, fn) })
 }
 
 // OpState is where an operation is in its life.
@@ -287,7 +267,7 @@ func (c *Comm) DumpFlightRecord() string {
 		}
 		s += line + "\n"
 	}
-	if cur := c.progress.Load(); len(recs) > 0 && (recs[len(recs)-1].State == OpRunning || recs[len(recs)-1].State == OpFailed) {
+	if cur := c.getProgress().seq; len(recs) > 0 && (recs[len(recs)-1].State == OpRunning || recs[len(recs)-1].State == OpFailed) {
 		for _, b := range c.behind(cur) {
 			s += "  behind: " + b + "\n"
 		}

@@ -100,3 +100,40 @@ func BenchmarkCallOverhead(b *testing.B) {
 		}
 	})
 }
+
+// The README says a blocking small AllReduce allocates nothing; this holds it to that,
+// over the echo links (so nothing a transport allocates counts). Values are checked too.
+func TestBlockingCallAllocatesNothing(t *testing.T) {
+	if raceEnabledExt {
+		t.Skip("-race instruments allocations; the plain go test ./... runs this")
+	}
+	ctx := context.Background()
+	comms, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-bench"), goccl.WithAlgo("ring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	xs := []float32{1, 2}
+	buf := goccl.HostSlice(xs)
+	var callErr error
+	allocs := testing.AllocsPerRun(200, func() {
+		xs[0], xs[1] = 1, 2
+		if err := comms[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum); err != nil && callErr == nil {
+			callErr = err
+		}
+	})
+	if callErr != nil {
+		t.Fatal(callErr)
+	}
+	// Against an echo link the "peer" holds the same input: the sum is twice it.
+	if xs[0] != 2 || xs[1] != 4 {
+		t.Fatalf("got %v, want [2 4]", xs)
+	}
+	if allocs != 0 {
+		t.Fatalf("a blocking 8-byte AllReduce allocated %.1f times per call, want 0", allocs)
+	}
+}

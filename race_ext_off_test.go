@@ -1,0 +1,5 @@
+//go:build !race
+
+package goccl_test
+
+const raceEnabledExt = false
