@@ -229,8 +229,8 @@ func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
 // The poll has two phases. For pureSpin it only reloads the word: a peer running on
 // the other core answers within that, and a system call would only delay us. After
 // that, and from the start when ranks outnumber cores, every poll first yields the CPU
-// (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process;
-// for a peer process Gosched would only wake an idle thread of our runtime) until opts.Spin
+// (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process or
+// this process has one P; otherwise Gosched would only wake an idle thread of our runtime) until opts.Spin
 // is over. Spinning without yielding is what made small messages slow on a busy
 // machine: the kernel often wakes the peer on the spinning rank's core, where it then
 // waits for the spinner's time slice to end, so the round trip grew with the spin
@@ -242,16 +242,21 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		return nil
 	}
 	if c.opts.Spin > 0 {
-		yield := c.opts.oversubscribed(int(c.links.Load()))
+		yield := c.opts.oversubscribed(int(c.links.Load()), c.samePid)
+		// With one P (a launcher's GOMAXPROCS=1 per rank), a polling goroutine would
+		// keep this rank's other goroutines (the pipeline's other side, the work they
+		// wait for) off the CPU until the spin ends; let them run between polls. No
+		// idle P exists to be woken, so it costs no thread wake-up.
+		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
 		start := time.Now()
 		for i := 1; ; i++ {
 			if ready() {
 				return nil
 			}
+			if gosched && (yield || i%8 == 0) {
+				runtime.Gosched()
+			}
 			if yield {
-				if c.samePid {
-					runtime.Gosched() // the peer is a goroutine of this process
-				}
 				osYield()
 			} else if i%64 == 0 && time.Since(start) > pureSpin {
 				yield = true

@@ -192,14 +192,21 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// oversubscribed reports whether ranks outnumber the CPUs this process may use, given
-// the number of shm links it has (a lower bound on the local ranks).
-func (o Options) oversubscribed(links int) bool {
+// oversubscribed reports whether ranks outnumber the CPUs they may use, given the
+// number of shm links this rank has (a lower bound on the local ranks). Ranks in
+// separate processes share the host's CPUs (runtime.NumCPU, the affinity mask);
+// GOMAXPROCS bounds only the goroutine ranks of one process, so it counts only when
+// the peer is one (a launcher that sets GOMAXPROCS=1 per rank process is not
+// oversubscribed on two cores with two ranks).
+func (o Options) oversubscribed(links int, samePid bool) bool {
 	n := o.LocalRanks
 	if n == 0 {
 		n = links + 1
 	}
-	return n > min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	if samePid {
+		return n > min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	}
+	return n > runtime.NumCPU()
 }
 
 // parseSize accepts a byte count with an optional K, M or G suffix (powers of 1024,

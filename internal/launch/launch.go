@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -275,7 +277,8 @@ func start(r int, path string, opt Options, store string, outMu *sync.Mutex) (*r
 	host, port := splitAddr(store)
 	n := strconv.Itoa(opt.N)
 	rs := strconv.Itoa(r)
-	env = append(append([]string{}, env...),
+	env = append(append([]string{}, env...), rankThreads(env, opt.N)...)
+	env = append(env,
 		"GOCCL_RANK="+rs, "GOCCL_WORLD_SIZE="+n, "GOCCL_LOCAL_RANK="+rs, "GOCCL_LOCAL_WORLD_SIZE="+n,
 		"GOCCL_STORE="+store,
 		"RANK="+rs, "WORLD_SIZE="+n, "LOCAL_RANK="+rs, "LOCAL_WORLD_SIZE="+n,
@@ -300,6 +303,23 @@ func start(r int, path string, opt Options, store string, outMu *sync.Mutex) (*r
 		return nil, err
 	}
 	return p, nil
+}
+
+// rankThreads gives each rank GOMAXPROCS = the host's CPUs / the ranks, at least 1,
+// unless the environment sets GOMAXPROCS already: the ranks share this host's cores, and
+// a Go runtime with more Ps than its share wakes idle threads at every goroutine hand-off
+// (an asynchronous collective, the pipeline's two sides), each wake-up landing on a core
+// another rank needs. torchrun sets OMP_NUM_THREADS=1 for its ranks for the same reason.
+// On the 2-core VM with 2 ranks this took an 8-byte AllReduce that is issued and then
+// waited for from 21-30 us to 4-5 us over shm and 64 MiB from 16.3 to 14.9 ms
+// (BENCHMARKS.md, "GOMAXPROCS per rank").
+func rankThreads(env []string, n int) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return nil
+		}
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(max(1, runtime.NumCPU()/n))}
 }
 
 func splitAddr(a string) (string, string) {

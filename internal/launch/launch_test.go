@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,9 @@ func child(mode string) int {
 		fmt.Println("ready")
 		time.Sleep(time.Minute) // stopped by the launcher long before this
 		return 0
+	case "procs":
+		fmt.Printf("GOMAXPROCS=%d\n", runtime.GOMAXPROCS(0))
+		return 0
 	case "crash":
 		if rank == 0 {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -137,6 +141,46 @@ func TestPrefixedOutput(t *testing.T) {
 	errLines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	sort.Strings(errLines)
 	require.Equal(t, []string{"[rank 0] warning from rank 0", "[rank 1] warning from rank 1", "[rank 2] warning from rank 2"}, errLines)
+}
+
+// The launcher splits the host's CPUs among the ranks unless GOMAXPROCS is set already.
+func TestRankThreads(t *testing.T) {
+	cpus := runtime.NumCPU()
+	withoutProcs := func(mode string) []string {
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+				env = append(env, kv)
+			}
+		}
+		return append(env, modeVar+"="+mode)
+	}
+	for _, tc := range []struct {
+		name string
+		n    int
+		set  string // GOMAXPROCS in the launcher's environment, "" for none
+		want int
+	}{
+		{"one rank gets every cpu", 1, "", cpus},
+		{"two ranks share", 2, "", max(1, cpus/2)},
+		{"more ranks than cpus get one each", 2*cpus + 1, "", 1},
+		{"an explicit setting wins", 2, "3", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut syncBuf
+			o := opts("procs", tc.n, &out, &errOut)
+			o.Env = withoutProcs("procs")
+			if tc.set != "" {
+				o.Env = append(o.Env, "GOMAXPROCS="+tc.set)
+			}
+			require.NoError(t, run(t, o), "stderr: %s", errOut.String())
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			require.Len(t, lines, tc.n, "stdout:\n%s", out.String())
+			for _, l := range lines {
+				require.True(t, strings.HasSuffix(l, fmt.Sprintf("GOMAXPROCS=%d", tc.want)), "line %q, want GOMAXPROCS=%d", l, tc.want)
+			}
+		})
+	}
 }
 
 func TestRanksShareStore(t *testing.T) {
