@@ -58,11 +58,13 @@ type Comm struct {
 	recvSeq   []uint64 // and received from it
 	splitSeq  atomic.Uint64
 
-	execMu    sync.Mutex  // held while an operation runs (on the loop or a caller's goroutine)
-	inline    Work        // the Work of a blocking call run on the caller's goroutine; under execMu
-	op        opCtx       // the context operations run under (opctx.go)
-	opStop    func() bool // disarms the running operation's AfterFunc on its caller's context; under execMu
-	opMu      sync.Mutex  // guards the three below and op's replacement
+	execMu    sync.Mutex      // held while an operation runs (on the loop or a caller's goroutine)
+	inline    Work            // the Work of a blocking call run on the caller's goroutine; under execMu
+	op        opCtx           // the context operations run under (opctx.go)
+	opStop    func() bool     // disarms the AfterFunc on opArmed; under execMu
+	opArmed   context.Context // the caller context opStop's callback watches; under execMu
+	opUser    context.Context // the running operation's caller context; under opMu
+	opMu      sync.Mutex      // guards the three below and op's replacement
 	opCancel  context.CancelCauseFunc
 	opRunning bool
 	opGen     uint64
@@ -177,6 +179,7 @@ func (c *Comm) Close() error {
 	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
 	c.execMu.Unlock()
 	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
+	c.disarm()                      // nothing runs any more: no caller context keeps us alive
 	c.cancelOp(transport.ErrClosed) // releases what the transports registered on it
 	unregisterLive(c)
 	var terr error

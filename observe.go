@@ -47,12 +47,18 @@ func (c *Comm) observe(peer int, l transport.Conn) transport.Conn {
 	return o
 }
 
-// monoEpoch anchors monoNow.
+// monoEpoch anchors monoNow and clockNow.
 var monoEpoch = time.Now()
 
-// monoNow is a monotonic clock in nanoseconds (never 0): one clock read, where
-// time.Now takes two (wall and monotonic).
-func monoNow() int64 { return monoOf(time.Now()) }
+// monoNow is a monotonic clock in nanoseconds (never 0): one clock read (time.Since of
+// a time with a monotonic reading reads only the monotonic clock), where time.Now takes
+// two, wall and monotonic, about 70 ns on the development VM.
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
+
+// clockNow is time.Now from one clock read: the wall time is the process start's plus
+// the monotonic time since, so it does not follow wall-clock steps made while the
+// process runs (fine for the flight recorder and traces, which order and time events).
+func clockNow() time.Time { return monoEpoch.Add(time.Since(monoEpoch)) }
 
 // monoOf is t in monoNow's units, without reading the clock.
 func monoOf(t time.Time) int64 { return int64(t.Sub(monoEpoch)) + 1 }

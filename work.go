@@ -111,7 +111,7 @@ func (c *Comm) submit(w *Work) *Work {
 		c.mu.Unlock()
 		return doneWork(err)
 	}
-	c.flight.queued(w, time.Now())
+	c.flight.queued(w, clockNow())
 	c.queue = append(c.queue, w)
 	c.queued.Add(1)
 	c.mu.Unlock()
@@ -157,13 +157,17 @@ func (c *Comm) pop(waiter context.Context) (w *Work, refused bool) {
 // operations left either goes on or kicks the communicator's goroutine, so nothing
 // queued is stranded.
 func (c *Comm) drain(until *Work, waiter context.Context) {
+	var now time.Time // when the previous operation of this drain ended: the next one's start
 	for until == nil || !until.finished() {
 		if !c.execMu.TryLock() {
 			return
 		}
 		w, refused := c.pop(waiter)
 		if w != nil {
-			c.execute(w, time.Now())
+			if now.IsZero() {
+				now = clockNow()
+			}
+			now = c.execute(w, now)
 		}
 		c.execMu.Unlock()
 		if refused {
@@ -183,7 +187,7 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 // otherwise it is queued behind the others and the caller runs the queue (Work.Wait).
 func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 	if c.execMu.TryLock() {
-		now := time.Now() // issued and started at once
+		now := clockNow() // issued and started at once
 		c.mu.Lock()
 		closed, err, idle := c.closed, c.err, len(c.queue) == 0
 		if idle && !closed && err == nil {
@@ -227,7 +231,7 @@ func (c *Comm) loop() {
 				c.execMu.Lock()
 				w, _ := c.pop(nil)
 				if w != nil {
-					c.execute(w, time.Now())
+					c.execute(w, clockNow())
 				}
 				c.execMu.Unlock()
 				if w == nil {
@@ -238,12 +242,13 @@ func (c *Comm) loop() {
 	}
 }
 
-// execute runs w, which starts at start; the caller holds execMu.
-func (c *Comm) execute(w *Work, start time.Time) {
+// execute runs w, which starts at start, and returns when it ended; the caller holds
+// execMu.
+func (c *Comm) execute(w *Work, start time.Time) time.Time {
 	w.state.Store(workRunning)
 	if err := c.Err(); err != nil {
 		w.finish(err)
-		return
+		return start
 	}
 	c.flight.started(w.rec, start)
 	c.opSince = monoOf(start)
@@ -281,6 +286,7 @@ func (c *Comm) execute(w *Work, start time.Time) {
 		err = c.fail(err)
 	}
 	w.finish(err)
+	return end
 }
 
 func errString(err error) string {

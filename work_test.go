@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +184,48 @@ func TestWaitGivesUpWithoutCancelling(t *testing.T) {
 	require.NoError(t, w.Wait(bg))
 	require.Equal(t, wantSum(3, 2), xs)
 	require.Equal(t, wantSum(3, 2), ys)
+}
+
+// A caller context watches only the operations issued under it: after several calls
+// under one context, ending it cancels the one then running under it, and ending a
+// context whose calls are over leaves an operation of another context alone.
+func TestCallerContextWatchesItsOwnOperations(t *testing.T) {
+	comms := local(t, 2)
+	bg := context.Background()
+	first, cancelFirst := context.WithCancel(bg)
+	defer cancelFirst()
+	for i := range 3 {
+		for r, err := range runRanks(comms, func(c *goccl.Comm) error {
+			xs := opData(i, c.Rank())
+			if err := c.AllReduce(first, goccl.HostSlice(xs), goccl.HostSlice(xs), len(xs), goccl.Float64, goccl.Sum); err != nil {
+				return err
+			}
+			if !slices.Equal(wantSum(i, 2), xs) {
+				return fmt.Errorf("op %d: got %v, want %v", i, xs, wantSum(i, 2))
+			}
+			return nil
+		}) {
+			require.NoError(t, err, "rank %d", r)
+		}
+	}
+	// Rank 0 starts an operation under a second context; ending the first (whose
+	// calls are all done) must not touch it, and it completes when rank 1 joins.
+	second, cancelSecond := context.WithCancel(bg)
+	defer cancelSecond()
+	xs := opData(7, 0)
+	w := comms[0].AllReduceAsync(second, goccl.HostSlice(xs), goccl.HostSlice(xs), len(xs), goccl.Float64, goccl.Sum)
+	time.Sleep(50 * time.Millisecond) // let it start and block on rank 1
+	cancelFirst()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, comms[0].Err(), "ending a context with no running operation must not fail the communicator")
+	ys := opData(7, 1)
+	require.NoError(t, comms[1].AllReduce(bg, goccl.HostSlice(ys), goccl.HostSlice(ys), len(ys), goccl.Float64, goccl.Sum))
+	require.NoError(t, w.Wait(bg))
+	require.Equal(t, wantSum(7, 2), xs)
+	// Now an operation under the second context, which has been armed before: ending
+	// it mid-way cancels that operation.
+	time.AfterFunc(100*time.Millisecond, cancelSecond)
+	err := comms[0].Barrier(second)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Error(t, comms[0].Err())
 }
