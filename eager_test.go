@@ -2,7 +2,9 @@ package goccl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -154,4 +156,112 @@ func eagerCase(ctx context.Context, comms []*Comm, algo string, kind Kind, n int
 		}
 	}
 	return nil
+}
+
+// With one P the ring runs every size on the calling goroutine over shm (its 512 KiB
+// chunks fit the 1 MiB eager size): steps larger than the eager size, and larger than the 4 MiB ring
+// itself, go in chunks with each rank at most two messages ahead. A schedule that let a
+// rank run further ahead could fill every ring at once and hang; these sizes would show
+// it, and the values are checked against a serial float64 reference, for every ring
+// collective including ReduceScatter's scratch reuse.
+func TestShmRingChunkedSerial(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: the detector cannot see ordering through the shm rings' atomics (race_on_test.go); " +
+			"this test runs in the plain go test ./...")
+	}
+	// One P, as the launcher gives each rank of a 2-core host with 2 ranks: the ring takes
+	// its serial path for large steps only then (algos/ring, serialOK).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const eager = 1 << 20
+	counts := []int{5*eager/4 + 7, 3<<20 + 1} // float32 elements: steps of 1.7-2.5 MiB, and 3-6 MiB
+	for _, world := range []int{2, 3, 4} {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		comms, err := InitLocal(ctx, world, WithTransport("shm"), WithAlgo("ring"))
+		require.NoError(t, err)
+		require.Equal(t, eager, comms[0].eager)
+		for _, kind := range []Kind{KindAllReduce, KindReduceScatter, KindAllGather, KindBroadcast, KindReduce} {
+			for _, n := range counts {
+				if kind == KindReduceScatter || kind == KindAllGather {
+					n /= world // per rank: the big buffer stays about the same size
+				}
+				require.NoError(t, chunkedCase(ctx, comms, kind, n), "w%d/%s/%d", world, kind, n)
+			}
+		}
+		for _, c := range comms {
+			require.NoError(t, c.Close())
+		}
+		cancel()
+	}
+}
+
+// chunkedCase runs kind with n elements per rank's small buffer (AllGather's input,
+// ReduceScatter's output) on every rank and checks the result element by element.
+func chunkedCase(ctx context.Context, comms []*Comm, kind Kind, n int) error {
+	world := len(comms)
+	in := func(r, i int) float32 { return float32((r*5 + i*11) % 97) }
+	sum := func(i int) float64 {
+		s := 0.0
+		for r := range world {
+			s += float64(in(r, i))
+		}
+		return s
+	}
+	const root = 2 % 3
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			sendN, recvN := n, n
+			switch kind {
+			case KindReduceScatter:
+				sendN = world * n
+			case KindAllGather:
+				recvN = world * n
+			}
+			send, recv := make([]float32, sendN), make([]float32, recvN)
+			for i := range send {
+				send[i] = in(r, i)
+			}
+			s, d := HostSlice(send), HostSlice(recv)
+			var err error
+			switch kind {
+			case KindAllReduce:
+				err = c.AllReduce(ctx, s, d, n, Float32, Sum)
+			case KindReduceScatter:
+				err = c.ReduceScatter(ctx, s, d, n, Float32, Sum)
+			case KindAllGather:
+				err = c.AllGather(ctx, s, d, n, Float32)
+			case KindBroadcast:
+				err = c.Broadcast(ctx, s, d, n, Float32, root%world)
+			case KindReduce:
+				err = c.Reduce(ctx, s, d, n, Float32, Sum, root%world)
+			}
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			if kind == KindReduce && r != root%world {
+				return // recv is only written at the root
+			}
+			for i, x := range recv {
+				var w float64
+				switch kind {
+				case KindAllReduce, KindReduce:
+					w = sum(i)
+				case KindReduceScatter:
+					w = sum(r*n + i)
+				case KindAllGather:
+					w = float64(in(i/n, i%n))
+				case KindBroadcast:
+					w = float64(in(root%world, i))
+				}
+				if float64(x) != w {
+					errs[r] = fmt.Errorf("rank %d: [%d] = %v, want %v", r, i, x, w)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"golang.org/x/sync/errgroup"
 
@@ -34,6 +35,7 @@ type pipe struct {
 	next, prev int
 	cs         int   // chunk size in bytes
 	eager      int   // algos.EagerLimit of the links
+	whole      bool  // serial: every step is one message (see serialOK)
 	phase      uint8 // tag phase, distinct per collective shape
 }
 
@@ -109,74 +111,115 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 	return nil
 }
 
-// serialOK reports whether the pipeline may run in the calling goroutine: every step
-// is one message of at most the links' eager size (algos.EagerLimit), however many
-// chunks the pipelined path would cut it into (every rank decides alike: both sizes are
-// agreed at Init). Small collectives are latency-bound, and
-// two goroutines per call cost more than the messages themselves (each hand-off wakes
-// an idle thread of the Go runtime: about a third of an 8-byte AllReduce's CPU time
-// went there, see BENCHMARKS.md, "Speed"). It is deadlock-free because the serial order (below)
-// never has more than two messages unread on a link, which every transport buffers.
+// serialOK reports whether the pipeline may run in the calling goroutine, and sets
+// pp.whole. Every message serial sends is at most the links' eager size
+// (algos.EagerLimit), so a send never waits for the receiver to take it:
+//
+//   - When every step is at most the eager size, each step is one message, however many
+//     chunks the pipelined path would cut it into (pp.whole). Every rank decides this
+//     alike: both sizes are agreed at Init, and every rank's steps cover the same
+//     segments. Two goroutines per call cost more than such messages themselves (each
+//     hand-off wakes an idle thread of the Go runtime: about a third of an 8-byte
+//     AllReduce's CPU time went there, see BENCHMARKS.md, "Speed").
+//   - Otherwise steps go in the pipelined path's chunks, on the same message numbers, so
+//     a serial rank and a pipelined one understand each other and the choice may be
+//     local: serial when the chunk is at most the eager size and this rank's runtime has
+//     one P (the launcher's GOMAXPROCS = cores / ranks), where a sender and a receiver
+//     goroutine could only take turns on it.
 func (pp *pipe) serialOK(sends, recvs []xfer) bool {
+	pp.whole = true
 	for _, list := range [2][]xfer{sends, recvs} {
 		for _, x := range list {
 			if len(x.buf) > pp.eager {
-				return false
+				pp.whole = false
 			}
 		}
 	}
-	return true
+	return pp.whole || (pp.cs <= pp.eager && serialLarge(pp.p))
 }
 
-// serial runs single-message steps in one goroutine, preferring the next send whenever
-// its token is there and otherwise taking the next receive. Tokens are plain counters
-// here; the k-th wait still matches the k-th signal, as in sender and receiver. Every
-// rank's sends alternate with its receives, so a link holds at most two unread
-// messages at any time.
+// serialLarge reports whether this rank runs steps larger than the eager size serially
+// (a variable so that a test can mix serial and pipelined ranks).
+var serialLarge = func(algos.Peers) bool { return runtime.GOMAXPROCS(0) == 1 }
+
+// msgSize is the size of serial's messages for a step of n bytes.
+func (pp *pipe) msgSize(n int) int {
+	if pp.whole {
+		return max(n, 1)
+	}
+	return pp.cs
+}
+
+// serialAhead is how many messages serial may send beyond those it has received while
+// receives remain. It makes serial deadlock-free at any size: with every rank at most
+// serialAhead = 2 messages ahead, the links hold at most 2W unread messages in all, and
+// every transport buffers more than two eager-size messages per link (shm's ring is four,
+// tcp's send buffer four, the receiver's buffer aside), so no cycle of ranks can all be
+// blocked on full links. Steps of one message never get that far ahead anyway (each send
+// after the first waits for the receive before it).
+const serialAhead = 2
+
+// serial runs the steps in one goroutine, message by message, preferring the next send
+// whenever its token is there (and it is not serialAhead ahead) and otherwise taking the
+// next receive. Tokens are plain counters here, one per message, as in sender and
+// receiver: the k-th wait still matches the k-th signal, and message k on a link is the
+// same chunk of the same step at both ends.
 func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
 	a := pp.a
 	var fwd, rev, fwdUsed, revUsed int // tokens given and taken, as in run
-	si, ri := 0, 0
+	si, sc, ri, rc := 0, 0, 0, 0       // next send and receive: step and chunk in it
+	sent, got := 0, 0                  // messages so far, which number the tags
 	for si < len(sends) || ri < len(recvs) {
-		if si < len(sends) && (!sends[si].wait || fwd > fwdUsed) {
+		recvReady := ri < len(recvs) && (!recvs[ri].wait || rev > revUsed)
+		if si < len(sends) && (!sends[si].wait || fwd > fwdUsed) && (!recvReady || sent-got < serialAhead) {
 			x := sends[si]
+			size := pp.msgSize(len(x.buf))
+			lo, hi := algos.Chunk(len(x.buf), size, sc)
 			if x.wait {
 				fwdUsed++
 			}
-			if err := algos.Send(ctx, pp.p, pp.next, algos.Tag(algos.TagRing, pp.phase, si), x.buf); err != nil {
-				return fmt.Errorf("step %d chunk 0: %w", si, err)
+			if err := algos.Send(ctx, pp.p, pp.next, algos.Tag(algos.TagRing, pp.phase, sent), x.buf[lo:hi]); err != nil {
+				return fmt.Errorf("step %d chunk %d: %w", si, sc, err)
 			}
 			if x.signal {
 				rev++
 			}
-			si++
+			sent++
+			if sc++; sc == algos.NumChunks(len(x.buf), size) {
+				si, sc = si+1, 0
+			}
 			continue
 		}
-		if ri == len(recvs) || (recvs[ri].wait && rev <= revUsed) {
+		if !recvReady {
 			// Unreachable for the schedules in ring.go: say so instead of spinning.
 			return fmt.Errorf("%w: ring pipeline stalled at send %d/%d, receive %d/%d", transport.ErrInvalid, si, len(sends), ri, len(recvs))
 		}
 		x := recvs[ri]
+		size := pp.msgSize(len(x.buf))
+		lo, hi := algos.Chunk(len(x.buf), size, rc)
 		if x.wait {
 			revUsed++
 		}
-		t := algos.Tag(algos.TagRing, pp.phase, ri)
+		t := algos.Tag(algos.TagRing, pp.phase, got)
 		var err error
 		if x.a != nil {
-			err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, x.buf, x.a)
+			err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, x.buf[lo:hi], x.a[lo:hi])
 		} else {
-			err = algos.Recv(ctx, pp.p, pp.prev, t, x.buf)
+			err = algos.Recv(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
 		}
 		if err == nil && x.finish {
-			err = reduce.Finish(a.DType, a.Op, x.buf, pp.p.Size())
+			err = reduce.Finish(a.DType, a.Op, x.buf[lo:hi], pp.p.Size())
 		}
 		if err != nil {
-			return fmt.Errorf("step %d chunk 0: %w", ri, err)
+			return fmt.Errorf("step %d chunk %d: %w", ri, rc, err)
 		}
 		if x.signal {
 			fwd++
 		}
-		ri++
+		got++
+		if rc++; rc == algos.NumChunks(len(x.buf), size) {
+			ri, rc = ri+1, 0
+		}
 	}
 	return nil
 }

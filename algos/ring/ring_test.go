@@ -2,7 +2,9 @@ package ring_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -45,4 +47,89 @@ func TestErrorSaysWhere(t *testing.T) {
 	// Rank 1 receives from rank 0, which is gone.
 	require.ErrorIs(t, errs[1], transport.ErrPeer)
 	require.Regexp(t, `^ring: allreduce: step \d+ chunk 0: recv 40 bytes from rank 0 \(tag 0x21`, errs[1].Error())
+}
+
+// Steps larger than the eager size run serially on ranks with one P and in the
+// sender/receiver pipeline elsewhere; both send the same chunks under the same message
+// numbers, so a job may mix them. Half the ranks are made serial here, over inmem links
+// (eager size 16 KiB) with 4 KiB chunks, and every collective of the ring is checked
+// against a float64 reference of exact (small integer) inputs.
+func TestSerialAndPipelinedRanksMix(t *testing.T) {
+	defer ring.SetSerialLarge(func(p algos.Peers) bool { return p.Rank()%2 == 0 })()
+	in := func(r, i int) float32 { return float32((r*13 + i*7) % 89) }
+	for _, w := range []int{2, 3, 4} {
+		for _, kind := range []transport.Kind{transport.KindAllReduce, transport.KindReduceScatter,
+			transport.KindAllGather, transport.KindBroadcast, transport.KindReduce} {
+			n := 30011 // elements: 120 KB, steps of 30-60 KB
+			if kind == transport.KindReduceScatter || kind == transport.KindAllGather {
+				n = 6007 // per rank: 24 KB blocks
+			}
+			sendN, recvN := n, n
+			switch kind {
+			case transport.KindReduceScatter:
+				sendN = w * n
+			case transport.KindAllGather:
+				recvN = w * n
+			}
+			const root = 1
+			args := make([]*algos.Args, w)
+			for r := range args {
+				send := make([]float32, sendN)
+				for i := range send {
+					send[i] = in(r, i)
+				}
+				args[r] = &algos.Args{Kind: kind, DType: transport.Float32, Op: transport.Sum, Count: n, Root: root,
+					ChunkBytes: 4096, Send: f32bytes(send), Recv: make([]byte, 4*recvN)}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			m, err := algostest.NewMesh(ctx, w)
+			require.NoError(t, err)
+			require.NoError(t, algostest.FirstError(m.RunAlgorithm(ctx, ring.Algorithm{}, args)), "w%d %s", w, kind)
+			m.Close()
+			cancel()
+			sum := func(i int) float64 {
+				s := 0.0
+				for r := range w {
+					s += float64(in(r, i))
+				}
+				return s
+			}
+			for r, a := range args {
+				if kind == transport.KindReduce && r != root {
+					continue
+				}
+				got := bytesF32(a.Recv)
+				for i, x := range got {
+					var want float64
+					switch kind {
+					case transport.KindAllReduce, transport.KindReduce:
+						want = sum(i)
+					case transport.KindReduceScatter:
+						want = sum(r*n + i)
+					case transport.KindAllGather:
+						want = float64(in(i/n, i%n))
+					case transport.KindBroadcast:
+						want = float64(in(root, i))
+					}
+					require.Equal(t, want, float64(x), "w%d %s rank %d [%d]", w, kind, r, i)
+				}
+			}
+		}
+	}
+}
+
+func f32bytes(xs []float32) []byte {
+	b := make([]byte, 4*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func bytesF32(b []byte) []float32 {
+	xs := make([]float32, len(b)/4)
+	for i := range xs {
+		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return xs
 }
