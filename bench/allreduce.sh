@@ -28,6 +28,7 @@ if ((${#need[@]})); then
   apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" || exit 1
 fi
 mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
+go build -o bench/bin/membw ./bench/membw || exit 1
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -39,6 +40,9 @@ mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
   /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>&1
   echo; bench/bin/goccl info
 } > "$OUT/machine.txt" 2>&1
+
+echo "== two-thread copy bandwidth (the memory bound)" >&2
+bench/bin/membw > "$OUT/membw.txt" || exit 1
 
 MPIRUN=(timeout 900 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 for np in 2 4; do

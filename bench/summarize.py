@@ -46,6 +46,7 @@ def human(b):
 
 
 def main(d):
+    bounds = []
     for np in (2, 4):
         cols = {}
         for r in ("small", "large"):
@@ -73,6 +74,36 @@ def main(d):
             print(f"\nWRONG DATA: {bad}")
         else:
             print(f"\nEvery point reported 0 wrong elements.")
+        bounds.append((np, cols))
+    membw(d, bounds)
+
+
+def membw(d, bounds):
+    """Print goccl's shm busbw at 64 MiB as a fraction of the memory bound.
+
+    The bound is a ring AllReduce whose every step is one copy (single-copy reads, the
+    reduction fused into the read): per rank 5(W-1)/W bytes of memory traffic per input
+    byte (reduce-scatter reads the peer's and its own data and writes the sum, all-gather
+    reads and writes), all W ranks sharing the machine's traffic bandwidth 2C, where C is
+    membw's two-thread copy rate. busbw = algbw * 2(W-1)/W then gives 4C/(5W).
+    """
+    path = os.path.join(d, "membw.txt")
+    if not os.path.exists(path):
+        return
+    m = re.search(r"copy2_gbs\s+([0-9.]+)", open(path).read())
+    if not m:
+        return
+    c = float(m.group(1))
+    print(f"\n### Memory bound (bench/membw: two threads copy {c:.2f} GB/s)\n")
+    print("| ranks | bound busbw 4C/(5W) | " + " | ".join(f"{n} 64 MiB" for n in ("goccl shm/auto", "goccl shm/ring", "Open MPI vader")) + " |")
+    print("|---:|---:|---:|---:|---:|")
+    for np, cols in bounds:
+        bound = 4 * c / (5 * np)
+        cells = []
+        for n in ("goccl shm/auto", "goccl shm/ring", "Open MPI vader"):
+            v = cols.get(n, {}).get(64 << 20)
+            cells.append(f"{v[1]:.2f} ({100 * v[1] / bound:.0f} %)" if v else "")
+        print(f"| {np} | {bound:.2f} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ func runComms(ctx context.Context, comms []*goccl.Comm, o *Options, cb combo) (s
 			if r == 0 {
 				w = &out
 			}
-			_, codes[r] = runReport(ctx, c, o, cb, false, w, w)
+			_, codes[r] = runReport(ctx, c, o, cb, false, nil, w, w)
 		})
 	}
 	wg.Wait()

@@ -180,6 +180,7 @@ func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) (status 
 			status = ExitOK
 		}
 	}()
+	var hb hostBuffers
 	for ti, t := range transports {
 		opts := []goccl.Option{goccl.WithName(fmt.Sprintf("perf%d", ti))}
 		if t != "" {
@@ -201,7 +202,7 @@ func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) (status 
 				}
 			}
 			cb := combo{t, a}
-			res, code := runReport(ctx, comm, o, cb, len(transports)*len(algos) > 1, stdout, stderr)
+			res, code := runReport(ctx, comm, o, cb, len(transports)*len(algos) > 1, &hb, stdout, stderr)
 			switch {
 			case code == ExitFailure || code == ExitTimeout:
 				return code
@@ -236,8 +237,8 @@ func exitFor(err error) int {
 
 // runReport prints one complete nccl-tests report for the communicator as it is
 // configured now, and returns the out-of-place points for the plot.
-func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, several bool, stdout, stderr io.Writer) ([]Point, int) {
-	b, err := newBench(ctx, comm, o)
+func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, several bool, hb *hostBuffers, stdout, stderr io.Writer) ([]Point, int) {
+	b, err := newBench(ctx, comm, o, hb)
 	if err != nil {
 		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), err)
 		return nil, exitFor(err)

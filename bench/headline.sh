@@ -1,0 +1,90 @@
+#!/bin/bash
+# headline.sh - the headline ratios of BENCHMARKS.md (issue 10's targets) as medians of
+# REPS interleaved rounds: every round runs goccl (shm and tcp, auto and ring), Open MPI
+# 4.1 (vader, tcp) and PyTorch gloo at 8 B and 64 MiB, 2 and 4 ranks, one after another,
+# so a slow minute of the shared VM falls on every tool alike. One sweep of
+# bench/allreduce.sh is one sample per point, and single launches here differ by 10-40 %.
+#
+#     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~1 min per round
+#
+# Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw) and
+# prints OUTDIR/headline.md: per point the median over rounds, and each target's ratio.
+# Run nothing else meanwhile.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench/results/headline-$(date -u +%Y%m%dT%H%M%SZ)}
+REPS=${2:-5}
+mkdir -p "$OUT" bench/bin
+go build -o bench/bin/goccl ./cmd/goccl || exit 1
+go build -o bench/bin/membw ./bench/membw || exit 1
+need=()
+command -v mpirun.openmpi >/dev/null && command -v mpicc.openmpi >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+/usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+if ((${#need[@]})); then
+  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}" || exit 1
+fi
+mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
+MPIRUN=(timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
+TSV="$OUT/headline.tsv"
+echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
+# iterations and warm-up per size, as bench/allreduce.sh's two ranges
+args() { if [[ $1 == 8 ]]; then echo "2000 100"; else echo "10 2"; fi; }
+peer_row() { # tool transport np bytes round < peer TSV line
+  awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
+}
+for round in $(seq "$REPS"); do
+  echo "== round $round/$REPS" >&2
+  bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2}' >> "$TSV"
+  for np in 2 4; do
+    for bytes in 8 67108864; do
+      read -r iters warm < <(args $bytes)
+      for tr in shm tcp; do
+        timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto,ring \
+          -b $bytes -e $bytes -n $iters -w $warm -c 1 2>&1 |
+          awk -v tr=$tr -v np=$np -v r=$round '/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
+            /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+      done
+      "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
+        peer_row "Open MPI" vader $np $bytes $round >> "$TSV"
+      "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
+        peer_row "Open MPI" tcp $np $bytes $round >> "$TSV"
+      OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $np $bytes $bytes $iters $warm |
+        peer_row gloo tcp $np $bytes $round >> "$TSV"
+    done
+  done
+done
+python3 - "$TSV" > "$OUT/headline.md" <<'EOF'
+import statistics, sys
+from collections import defaultdict
+pts = defaultdict(list)
+for line in open(sys.argv[1]).read().splitlines()[1:]:
+    tool, tr, np, b, r, t, bw = line.split("\t")
+    pts[(tool, tr, int(np), int(b))].append((float(t), float(bw)))
+rounds = max(len(v) for v in pts.values())
+med = lambda k, i: statistics.median(x[i] for x in pts[k]) if k in pts else float("nan")
+c = med(("membw", "copy2", 2, 0), 1)
+print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s.\n")
+print("| target | goccl (auto / ring) | peer | ratio (auto / ring) |")
+print("|---|---|---|---|")
+M = 64 << 20
+for np, want in ((2, 3), (4, 2)):
+    a, g, v = med(("goccl/auto", "shm", np, M), 1), med(("goccl/ring", "shm", np, M), 1), med(("Open MPI", "vader", np, M), 1)
+    print(f"| shm busbw 64 MiB, {np} ranks >= {want}x vader | {a:.2f} / {g:.2f} GB/s ({100*a/(4*c/(5*np)):.0f} % / {100*g/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+for np in (2, 4):
+    a, g = med(("goccl/auto", "tcp", np, M), 1), med(("goccl/ring", "tcp", np, M), 1)
+    for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):
+        v = med(peer + (np, M), 1)
+        print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+for np in (2, 4):
+    for tr, peer in (("shm", ("Open MPI", "vader")), ("tcp", ("Open MPI", "tcp"))):
+        a, g, v = med(("goccl/auto", tr, np, 8), 0), med(("goccl/ring", tr, np, 8), 0), med(peer + (np, 8), 0)
+        print(f"| 8 B latency, {tr}, {np} ranks <= {peer[0]} {peer[1]} | {a:.1f} / {g:.1f} us | {v:.1f} us | {a/v:.2f}x / {g/v:.2f}x the peer's time |")
+print("\nEvery sample (us per call, busbw GB/s):\n")
+print("| tool | transport | ranks | bytes | time per round (us) | busbw per round |")
+print("|---|---|---:|---:|---|---|")
+for k in sorted(pts, key=lambda k: (k[2], k[3], k[1], k[0])):
+    if k[0] == "membw":
+        continue
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {' '.join(f'{x[0]:.1f}' for x in pts[k])} | {' '.join(f'{x[1]:.2f}' for x in pts[k])} |")
+EOF
+cat "$OUT/headline.md"
