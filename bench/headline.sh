@@ -27,8 +27,10 @@ mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
 MPIRUN=(timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 TSV="$OUT/headline.tsv"
 echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
-# iterations and warm-up per size, as bench/allreduce.sh's two ranges
-args() { if [[ $1 == 8 ]]; then echo "2000 100"; else echo "10 2"; fi; }
+# iterations and warm-up per size. 8 B gets a long warm-up (2000 calls, a few ms) for every
+# tool: a process's first milliseconds measure 2-4x slower whatever runs (goccl's first
+# report: 4-13 us with 100 warm-up calls, 2.5-5 with 20000, 2-4 for the next report).
+args() { if [[ $1 == 8 ]]; then echo "2000 2000"; else echo "10 2"; fi; }
 peer_row() { # tool transport np bytes round < peer TSV line
   awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
 }
