@@ -83,7 +83,8 @@ func (c *Comm) disarm() {
 	}
 }
 
-// opEnd disarms what opStart armed. When a deadline or the caller's context cancelled
+// opEnd ends the operation opStart began (the callback on its caller's context stays
+// armed for the next operation under the same context). When a deadline or the caller's context cancelled
 // the operation but it succeeded all the same (the cancellation came after its last
 // message), the links are intact and the communicator gets a fresh context, so the next
 // operation does not inherit the cancellation.

@@ -230,8 +230,8 @@ func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
 // the other core answers within that, and a system call would only delay us. After
 // that, and from the start when ranks outnumber cores, every poll first yields the CPU
 // (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process or
-// this process has one P; otherwise Gosched would only wake an idle thread of our runtime) until opts.Spin
-// is over. Spinning without yielding is what made small messages slow on a busy
+// this process has one P; otherwise Gosched would only wake an idle thread of our
+// runtime) until opts.Spin is over. Spinning without yielding is what made small messages slow on a busy
 // machine: the kernel often wakes the peer on the spinning rank's core, where it then
 // waits for the spinner's time slice to end, so the round trip grew with the spin
 // (150 µs at shm.spin=50us, 720 µs at 1ms, against 9 µs without spinning; see

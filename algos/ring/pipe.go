@@ -151,12 +151,14 @@ func (pp *pipe) msgSize(n int) int {
 }
 
 // serialAhead is how many messages serial may send beyond those it has received while
-// receives remain. It makes serial deadlock-free at any size: with every rank at most
-// serialAhead = 2 messages ahead, the links hold at most 2W unread messages in all, and
-// every transport buffers more than two eager-size messages per link (shm's ring is four,
-// tcp's send buffer four, the receiver's buffer aside), so no cycle of ranks can all be
-// blocked on full links. Steps of one message never get that far ahead anyway (each send
-// after the first waits for the receive before it).
+// receives remain. It makes serial deadlock-free at any size: a send may wait only when
+// two eager-size messages are unread on its link (the transport.Eager contract), so a
+// cycle of W ranks all waiting in a send needs 2W unread messages; a rank that starts a
+// send while a receive is ready had sent at most one message more than it received, so
+// the links hold at most W. (When no receive is ready, the next one waits for a token of
+// the sends themselves, as in ReduceScatter's scratch reuse, and sending is the only way
+// on; TestShmRingChunkedSerial covers those schedules.) Steps of one message never get
+// that far ahead anyway (each send after the first waits for the receive before it).
 const serialAhead = 2
 
 // serial runs the steps in one goroutine, message by message, preferring the next send

@@ -311,8 +311,7 @@ func start(r int, path string, opt Options, store string, outMu *sync.Mutex) (*r
 // (an asynchronous collective, the pipeline's two sides), each wake-up landing on a core
 // another rank needs. torchrun sets OMP_NUM_THREADS=1 for its ranks for the same reason.
 // On the 2-core VM with 2 ranks this took an 8-byte AllReduce that is issued and then
-// waited for from 21-30 us to 4-5 us over shm and 64 MiB from 16.3 to 14.9 ms
-// (BENCHMARKS.md, "GOMAXPROCS per rank").
+// waited for from 21-30 us to 3.7-4.9 us over shm (BENCHMARKS.md, "Speed", 8a).
 func rankThreads(env []string, n int) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "GOMAXPROCS=") {

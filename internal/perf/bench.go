@@ -47,10 +47,9 @@ type bench struct {
 	model    algos.CostModel // --predict: the communicator's cost model (CommModel)
 }
 
-// hostBuffers are one rank's host buffers, allocated by the first report and reused by
-// the next ones, as nccl-tests allocates once: a report that starts on memory fresh from
-// the kernel pays its page faults and the runtime's background work on it while it is
-// timed, and in a run of several transports and algorithms that was the first one only.
+// hostBuffers are one rank's host buffers, allocated by its first report and reused by
+// the next ones (as nccl-tests allocates once), so every report of a run of several
+// transports and algorithms times the same memory.
 type hostBuffers struct{ send, recv []byte }
 
 // hostBuffer returns n bytes with every page written. Memory the kernel has only
@@ -58,11 +57,11 @@ type hostBuffers struct{ send, recv []byte }
 // one, so an out-of-place collective timed on a send buffer nobody wrote would measure
 // its reads at cache speed (the first report of a process measured 30-40 % more busbw
 // at 64 MiB than the same algorithm after it). Device memory has no such pages, and the
-// peers' benchmarks write their buffers before timing.
+// peers' benchmarks write their buffers before timing. One byte per page is enough.
 func hostBuffer(n int) []byte {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i%251 + 1)
+	for i := 0; i < n; i += os.Getpagesize() {
+		b[i] = 1
 	}
 	return b
 }
@@ -94,7 +93,10 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options, hb *hostBuffers
 		}
 	}
 	capBytes := int(o.MaxBytes) + 8*o.Unalign
-	if !b.device && hb != nil {
+	if !b.device {
+		if hb == nil {
+			hb = &hostBuffers{}
+		}
 		if len(hb.send) != capBytes {
 			hb.send, hb.recv = hostBuffer(capBytes), hostBuffer(capBytes)
 		}
@@ -102,9 +104,6 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options, hb *hostBuffers
 		return b, nil
 	}
 	alloc := func() (transport.Buffer, error) {
-		if !b.device {
-			return goccl.Host(hostBuffer(capBytes)), nil
-		}
 		local := max(comm.LocalRank(), 0)
 		buf, free, err := CUDAHooks.Alloc(local, capBytes)
 		if err != nil {
