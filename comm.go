@@ -47,7 +47,8 @@ type Comm struct {
 	counters    counters               // Stats
 	lastBlocked atomic.Pointer[string] // the link a timed-out operation was waiting on
 
-	queue     []*Work       // issued and not yet started, oldest first; guarded by mu
+	queue     []*Work       // issued and not yet started, oldest first from qhead; guarded by mu
+	qhead     int           // queue[:qhead] have been taken (nil); guarded by mu
 	queued    atomic.Int64  // len(queue), read without mu
 	wake      chan struct{} // kicks loop: something is queued
 	quit      chan struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,13 @@ type Work struct {
 	algo  string // set by the operation when it knows
 	rec   uint64 // the flight recorder's number for it
 	state atomic.Uint32
-	done  chan struct{} // closed when finished; nil for an inline call nobody can wait on
 	err   error
+
+	// done is made when someone asks for it (Done, or a Wait that has to block): most
+	// operations finish before anyone would, and a channel per call was a tenth of a
+	// small asynchronous call's CPU time.
+	doneMu sync.Mutex
+	done   chan struct{}
 }
 
 // opSpec is what an operation does.
@@ -57,7 +63,7 @@ func (w *Work) Wait(ctx context.Context) error {
 		}
 	}
 	select {
-	case <-w.done:
+	case <-w.Done():
 		return w.err
 	case <-ctx.Done():
 		return fmt.Errorf("goccl: waiting for an operation: %w", ctxErr(ctx))
@@ -66,7 +72,17 @@ func (w *Work) Wait(ctx context.Context) error {
 
 // Done is closed when the operation has finished. Unlike Wait it does not run queued
 // operations on the caller's goroutine; the communicator's own goroutine runs them.
-func (w *Work) Done() <-chan struct{} { return w.done }
+func (w *Work) Done() <-chan struct{} {
+	w.doneMu.Lock()
+	defer w.doneMu.Unlock()
+	if w.done == nil {
+		w.done = make(chan struct{})
+		if w.finished() {
+			close(w.done)
+		}
+	}
+	return w.done
+}
 
 // Err is the operation's error; valid after Done is closed.
 func (w *Work) Err() error { return w.err }
@@ -77,10 +93,12 @@ func (w *Work) finished() bool { return w.state.Load() == workDone }
 // workDone sees it.
 func (w *Work) finish(err error) {
 	w.err = err
+	w.doneMu.Lock()
 	w.state.Store(workDone)
 	if w.done != nil {
 		close(w.done)
 	}
+	w.doneMu.Unlock()
 }
 
 // describe names the operation for traces.
@@ -92,7 +110,7 @@ func (w *Work) describe() string {
 }
 
 func doneWork(err error) *Work {
-	w := &Work{done: make(chan struct{})}
+	w := &Work{}
 	w.finish(err)
 	return w
 }
@@ -100,7 +118,7 @@ func doneWork(err error) *Work {
 // submit queues w; it runs in issue order, on the communicator's goroutine or on the
 // goroutine of a caller that waits for it (Work.Wait).
 func (c *Comm) submit(w *Work) *Work {
-	w.c, w.done = c, make(chan struct{})
+	w.c = c
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -112,6 +130,11 @@ func (c *Comm) submit(w *Work) *Work {
 		return doneWork(err)
 	}
 	c.flight.queued(w, clockNow())
+	if c.qhead > 0 && len(c.queue) == cap(c.queue) { // full: reuse what pop has freed
+		n := copy(c.queue, c.queue[c.qhead:])
+		clear(c.queue[n:])
+		c.queue, c.qhead = c.queue[:n], 0
+	}
 	c.queue = append(c.queue, w)
 	c.queued.Add(1)
 	c.mu.Unlock()
@@ -127,6 +150,9 @@ func (c *Comm) kick() {
 	}
 }
 
+// maxIdleQueue is the largest queue array an empty queue keeps.
+const maxIdleQueue = 1024
+
 // pop takes the oldest queued operation; the caller holds execMu, so operations leave
 // the queue in the order they run. With waiter set, it takes it only if a goroutine
 // waiting under that context may run it (see Work.Wait), and reports whether one was
@@ -134,17 +160,20 @@ func (c *Comm) kick() {
 func (c *Comm) pop(waiter context.Context) (w *Work, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
+	if c.qhead == len(c.queue) {
 		return nil, false
 	}
-	w = c.queue[0]
+	w = c.queue[c.qhead]
 	if waiter != nil && waiter.Done() != nil && w.ctx != waiter {
 		return nil, true
 	}
-	c.queue[0] = nil
-	c.queue = c.queue[1:]
-	if len(c.queue) == 0 {
-		c.queue = c.queue[:0:0] // let the backing array go; a busy queue reallocates rarely
+	c.queue[c.qhead] = nil
+	c.qhead++
+	if c.qhead == len(c.queue) { // empty: start again at the front of the same array
+		c.queue, c.qhead = c.queue[:0], 0
+		if cap(c.queue) > maxIdleQueue {
+			c.queue = nil // a burst's array goes
+		}
 	}
 	c.queued.Add(-1)
 	return w, false
@@ -189,7 +218,7 @@ func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 	if c.execMu.TryLock() {
 		now := clockNow() // issued and started at once
 		c.mu.Lock()
-		closed, err, idle := c.closed, c.err, len(c.queue) == 0
+		closed, err, idle := c.closed, c.err, c.qhead == len(c.queue)
 		if idle && !closed && err == nil {
 			in := &c.inline
 			in.ctx, in.opSpec, in.algo, in.done, in.err = ctx, op, "", nil, nil

@@ -229,3 +229,4 @@ func TestCallerContextWatchesItsOwnOperations(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Error(t, comms[0].Err())
 }
+

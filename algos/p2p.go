@@ -84,8 +84,15 @@ func RecvReduce(ctx context.Context, p Peers, peer int, tag uint32, dt transport
 	}
 	link := p.Link(peer)
 	if s, ok := link.(transport.Streamer); ok {
-		st := streamReducer{dt: dt, op: op, dst: dst, a: a, esz: dt.Size()}
-		if err := s.RecvStream(ctx, p.Header(tag), len(dst), st.piece); err != nil {
+		// The callback escapes through the interface, so the reducer comes from a pool:
+		// one allocation per message was a tenth of an 8-byte AllReduce's CPU time.
+		st := reducers.Get().(*streamReducer)
+		st.dt, st.op, st.dst, st.a, st.esz = dt, op, dst, a, dt.Size()
+		err := s.RecvStream(ctx, p.Header(tag), len(dst), st.fn)
+		st.dst, st.a = nil, nil
+		clear(st.partial)
+		reducers.Put(st)
+		if err != nil {
 			return fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", len(dst), peer, tag, err)
 		}
 		return nil
@@ -106,7 +113,14 @@ type streamReducer struct {
 	dst, a  []byte
 	esz     int
 	partial map[int]*partialElem
+	fn      func(int, []byte) error // piece, bound
 }
+
+var reducers = sync.Pool{New: func() any {
+	s := new(streamReducer)
+	s.fn = s.piece // bound once: a method value passed on escapes, and allocates each time
+	return s
+}}
 
 type partialElem struct {
 	b    [8]byte

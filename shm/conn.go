@@ -48,6 +48,7 @@ type conn struct {
 	// Receiver state, touched only inside Recv and RecvStream.
 	tail, headSeen uint64
 	scratch        []byte
+	rec            [recordBytes]byte // the private copy of the record being received
 
 	sending, receiving atomic.Int32 // an operation is inside the mapping
 	closed             atomic.Bool

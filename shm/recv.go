@@ -50,17 +50,18 @@ func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byt
 	if err := c.usable("recv from", false); err != nil {
 		return err
 	}
-	rec, kind, err := c.readRecord(ctx, want, n)
+	kind, err := c.readRecord(ctx, want, n)
 	if err != nil {
 		return err
 	}
+	rec := &c.rec
 	if kind == kindSingle {
-		retry, err := c.recvSingle(rec, n, dst, fn)
+		retry, err := c.recvSingle(*rec, n, dst, fn)
 		if !retry {
 			return err
 		}
 		// The kernel refused: the sender resends the payload through the ring.
-		if rec, kind, err = c.readRecord(ctx, want, n); err != nil {
+		if kind, err = c.readRecord(ctx, want, n); err != nil {
 			return err
 		}
 		if kind != kindData {
@@ -83,26 +84,26 @@ func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byt
 	return c.recvRing(ctx, n, dst, fn)
 }
 
-// readRecord waits for the next record, checks it against what the caller expects and
-// returns it with its kind. The record stays unreleased.
-func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) ([recordBytes]byte, byte, error) {
-	var rec [recordBytes]byte
+// readRecord waits for the next record, copies it to c.rec, checks it against what the
+// caller expects and returns its kind. The record stays unreleased in the ring.
+func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) (byte, error) {
 	if _, err := c.waitData(ctx, recordBytes); err != nil {
-		return rec, 0, c.opErr("recv from", err) // nothing consumed: the link stays usable
+		return 0, c.opErr("recv from", err) // nothing consumed: the link stays usable
 	}
-	copy(rec[:], c.in.span(c.tail, recordBytes)) // a private copy: the check must hold for what we use
+	rec := &c.rec // a private copy (in the conn, so no allocation): the check must hold for what we use
+	copy(rec[:], c.in.span(c.tail, recordBytes))
 	var f transport.Frame
 	if err := f.Decode(rec[:]); err != nil {
-		return rec, 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w", c.peer, err))
+		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w", c.peer, err))
 	}
 	kind := rec[recKind]
 	if kind < kindData || kind > kindSingle || (kind == kindInline && f.Len > inlineMax) {
-		return rec, 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w: record kind %d with %d bytes", c.peer, transport.ErrProtocol, kind, f.Len))
+		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w: record kind %d with %d bytes", c.peer, transport.ErrProtocol, kind, f.Len))
 	}
 	if err := f.Check(c.self, c.peer, want, n); err != nil {
-		return rec, 0, c.fail(err)
+		return 0, c.fail(err)
 	}
-	return rec, kind, nil
+	return kind, nil
 }
 
 // recvRing copies (or streams) a kindData payload out of the ring, releasing each

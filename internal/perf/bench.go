@@ -319,6 +319,41 @@ func (b *bench) issue(ctx context.Context, s, r transport.Buffer, k Counts, dt t
 	return c.SendRecvAsync(ctx, s, (b.rank+1)%b.n, r, (b.rank-1+b.n)%b.n, n, dt)
 }
 
+// call runs one collective with the blocking API, which is what -z 1 and -z 2 (a wait
+// after every operation) time: on an idle communicator it runs on the caller's
+// goroutine with nothing allocated, where issue-then-wait queues a Work first.
+func (b *bench) call(ctx context.Context, s, r transport.Buffer, k Counts, dt transport.DType, op transport.Op, root int) error {
+	c, n := b.comm, int(k.Param)
+	switch b.o.Coll.Kind {
+	case transport.KindAllReduce:
+		return c.AllReduce(ctx, s, r, n, dt, op)
+	case transport.KindReduce:
+		return c.Reduce(ctx, s, r, n, dt, op, root)
+	case transport.KindBroadcast:
+		return c.Broadcast(ctx, s, r, n, dt, root)
+	case transport.KindAllGather:
+		return c.AllGather(ctx, s, r, n, dt)
+	case transport.KindReduceScatter:
+		return c.ReduceScatter(ctx, s, r, n, dt, op)
+	case transport.KindGather:
+		return c.Gather(ctx, s, r, n, dt, root)
+	case transport.KindScatter:
+		return c.Scatter(ctx, s, r, n, dt, root)
+	case transport.KindAllToAll:
+		return c.AllToAll(ctx, s, r, n, dt)
+	}
+	return c.SendRecv(ctx, s, (b.rank+1)%b.n, r, (b.rank-1+b.n)%b.n, n, dt)
+}
+
+// once runs one collective the way the timed loop does (blocking for -z 1 and 2), so
+// the check (-c) verifies the path that was timed.
+func (b *bench) once(ctx context.Context, s, r transport.Buffer, k Counts, dt transport.DType, op transport.Op, root int) error {
+	if b.o.Blocking == 1 || b.o.Blocking == 2 {
+		return b.call(ctx, s, r, k, dt, op, root)
+	}
+	return b.issue(ctx, s, r, k, dt, op, root).Wait(ctx)
+}
+
 // waitAll waits for the last operation first, as nccl-tests synchronises its stream
 // once: a waiting caller runs the queued operations itself (Work.Wait), so waiting for
 // the last runs them all on this goroutine, with no hand-off per operation.
@@ -339,7 +374,7 @@ func waitAll(ctx context.Context, ws []*goccl.Work) error {
 func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op transport.Op, root int, inPlace bool) (Half, error) {
 	o := b.o
 	s, r := b.buffers(k, dt, inPlace, 0)
-	if err := b.issue(ctx, s, r, k, dt, op, root).Wait(ctx); err != nil {
+	if err := b.once(ctx, s, r, k, dt, op, root); err != nil {
 		return Half{}, err
 	}
 	if err := b.comm.Barrier(ctx); err != nil {
@@ -353,10 +388,9 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 		t0 := time.Now()
 		for range o.AggIters {
 			s, r := b.buffers(k, dt, inPlace, it)
-			w := b.issue(ctx, s, r, k, dt, op, root)
 			switch o.Blocking {
 			case 1, 2:
-				if err := w.Wait(ctx); err != nil {
+				if err := b.call(ctx, s, r, k, dt, op, root); err != nil {
 					return Half{}, err
 				}
 				if o.Blocking == 1 {
@@ -365,7 +399,7 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 					}
 				}
 			default:
-				pending = append(pending, w)
+				pending = append(pending, b.issue(ctx, s, r, k, dt, op, root))
 			}
 		}
 		if o.Blocking == 3 || o.PerIter {
@@ -510,7 +544,7 @@ func (b *bench) check(ctx context.Context, k Counts, dt transport.DType, op tran
 			return 0, err
 		}
 	}
-	if err := b.issue(ctx, s, r, k, dt, op, root).Wait(ctx); err != nil {
+	if err := b.once(ctx, s, r, k, dt, op, root); err != nil {
 		return 0, err
 	}
 	if b.device {

@@ -80,6 +80,26 @@ func TestInProcessEveryCollective(t *testing.T) {
 	}
 }
 
+// -z 1 and -z 2 time (and check) the blocking calls, not issue-then-wait.
+func TestInProcessBlockingModes(t *testing.T) {
+	const world = 3
+	for _, z := range []string{"1", "2"} {
+		for _, c := range Collectives {
+			t.Run(c.Name+"/z"+z, func(t *testing.T) {
+				out, codes := runLocal(t, world, c.Name, "-b", "0", "-e", "2066", "-i", "1033", "-n", "3", "-w", "1",
+					"-c", "1", "-z", z, "-d", "float", "-o", "all", "-r", "-1")
+				require.Equal(t, []int{0, 0, 0}, codes, out)
+				rows := parseRows(t, out)
+				require.NotEmpty(t, rows)
+				for _, r := range rows {
+					require.Equal(t, "0", r.wrongOOP, "%+v", r)
+					require.Equal(t, "0", r.wrIP, "%+v", r)
+				}
+			})
+		}
+	}
+}
+
 func TestInProcessFaultHook(t *testing.T) {
 	testFault = true
 	defer func() { testFault = false }()
