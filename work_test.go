@@ -229,4 +229,3 @@ func TestCallerContextWatchesItsOwnOperations(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Error(t, comms[0].Err())
 }
-
