@@ -164,13 +164,17 @@ type flight struct {
 	n   uint64 // records written so far; a Work keeps the number of its own
 }
 
-// queued records w as issued.
-func (f *flight) queued(w *Work, now time.Time) {
+// queued records w as issued (and, with running, as started at the same time: a
+// blocking call on an idle communicator, one lock instead of two).
+func (f *flight) queued(w *Work, now time.Time, running bool) {
 	f.mu.Lock()
 	f.n++
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
 	*r = OpRecord{Seq: f.n, desc: w.desc, State: OpQueued, Queued: now}
+	if running {
+		r.State, r.Started = OpRunning, now
+	}
 	if w.desc == nil {
 		r.fp = w.coll.fingerprint()
 	}

@@ -230,3 +230,39 @@ func TestStatsCount(t *testing.T) {
 	require.Equal(t, 1, s.Transport["inmem"].Links)
 	require.NotZero(t, s.Transport["inmem"].Sent)
 }
+
+// The flight recorder keeps a finished operation's times and outcome, for a blocking
+// call (recorded as issued and started at once) and an asynchronous one alike, and a
+// blocking call on a broken communicator is recorded as failed, not left running.
+func TestFlightRecordOfFinishedOperations(t *testing.T) {
+	comms := local(t, 2, goccl.WithAlgo("ring"))
+	ctx := context.Background()
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		xs := []float32{1, 2, 3}
+		b := goccl.HostSlice(xs)
+		if err := c.AllReduce(ctx, b, b, len(xs), goccl.Float32, goccl.Sum); err != nil {
+			return err
+		}
+		return c.AllReduceAsync(ctx, b, b, len(xs), goccl.Float32, goccl.Max).Wait(ctx)
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	recs := comms[0].FlightRecord()
+	require.Len(t, recs, 2)
+	for i, r := range recs {
+		require.Equal(t, goccl.OpDone, r.State, "record %d: %+v", i, r)
+		require.Equal(t, "ring", r.Algo, "record %d", i)
+		require.False(t, r.Queued.IsZero() || r.Started.IsZero() || r.Finished.IsZero(), "record %d: %+v", i, r)
+		require.False(t, r.Started.Before(r.Queued) || r.Finished.Before(r.Started), "record %d: %+v", i, r)
+	}
+	require.Contains(t, recs[0].Op, "sum")
+	require.Contains(t, recs[1].Op, "max")
+
+	comms[0].Abort(fmt.Errorf("test over"))
+	xs := []float32{1}
+	require.Error(t, comms[0].AllReduce(ctx, goccl.HostSlice(xs), goccl.HostSlice(xs), 1, goccl.Float32, goccl.Sum))
+	for _, r := range comms[0].FlightRecord() {
+		require.NotEqual(t, goccl.OpRunning, r.State, "%+v", r)
+	}
+}

@@ -129,7 +129,7 @@ func (c *Comm) submit(w *Work) *Work {
 		c.mu.Unlock()
 		return doneWork(err)
 	}
-	c.flight.queued(w, clockNow())
+	c.flight.queued(w, clockNow(), false)
 	if c.qhead > 0 && len(c.queue) == cap(c.queue) { // full: reuse what pop has freed
 		n := copy(c.queue, c.queue[c.qhead:])
 		clear(c.queue[n:])
@@ -223,7 +223,7 @@ func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 			in := &c.inline
 			in.ctx, in.opSpec, in.algo, in.done, in.err = ctx, op, "", nil, nil
 			in.state.Store(workQueued)
-			c.flight.queued(in, now)
+			c.flight.queued(in, now, true)
 		}
 		c.mu.Unlock()
 		switch {
@@ -276,10 +276,13 @@ func (c *Comm) loop() {
 func (c *Comm) execute(w *Work, start time.Time) time.Time {
 	w.state.Store(workRunning)
 	if err := c.Err(); err != nil {
+		c.flight.finished(w.rec, start, "", err)
 		w.finish(err)
 		return start
 	}
-	c.flight.started(w.rec, start)
+	if w != &c.inline { // runSync recorded it as started
+		c.flight.started(w.rec, start)
+	}
 	c.opSince = monoOf(start)
 	var err error
 	if cerr := w.ctx.Err(); cerr != nil {
