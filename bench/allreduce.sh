@@ -9,8 +9,9 @@
 #
 # Two ranges per configuration, as the peers' anchors were taken: 8 B..1 MiB with 200 timed
 # iterations (latency-bound sizes need many), 2 MiB..128 MiB with 10. Every tool times the
-# same way: warm-up, barrier, back-to-back calls, mean time per call averaged over ranks,
-# busbw = algbw * 2(n-1)/n, and one checked call per size (#wrong must be 0).
+# same way: warm-up, barrier, back-to-back blocking calls (goccl perf -z 2), mean time per
+# call averaged over ranks, busbw = algbw * 2(n-1)/n, and one checked call per size
+# (#wrong must be 0).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/$(date -u +%Y%m%dT%H%M%SZ)}
@@ -50,7 +51,7 @@ for np in 2 4; do
     if [[ $r == small ]]; then R=("${SMALL[@]}"); else R=("${LARGE[@]}"); fi
     echo "== goccl np=$np $r" >&2
     timeout 1800 bench/bin/goccl perf all_reduce --np $np --transport shm,tcp --algo auto,ring,tree,naive \
-      -b "${R[0]}" -e "${R[1]}" -f 2 -n "${R[2]}" -w "${R[3]}" -c 1 --plot "$OUT/goccl_np${np}_$r.png" \
+      -b "${R[0]}" -e "${R[1]}" -f 2 -n "${R[2]}" -w "${R[3]}" -z 2 -c 1 --plot "$OUT/goccl_np${np}_$r.png" \
       > "$OUT/goccl_np${np}_$r.txt" 2> "$OUT/goccl_np${np}_$r.err"
     echo "== Open MPI vader np=$np $r" >&2
     "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce "${R[@]}" > "$OUT/mpi_vader_np${np}_$r.tsv"

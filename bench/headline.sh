@@ -31,6 +31,10 @@ echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
 # tool: a process's first milliseconds measure 2-4x slower whatever runs (goccl's first
 # report: 4-13 us with 100 warm-up calls, 2.5-5 with 20000, 2-4 for the next report).
 args() { if [[ $1 == 8 ]]; then echo "2000 2000"; else echo "10 2"; fi; }
+# goccl runs with -z 2, a wait after every call (its blocking API), because that is how the
+# peers' benchmarks call MPI_Allreduce and gloo's allreduce: back to back, each blocking.
+# nccl-tests' default -z 0 issues every call first and then waits; on a CPU library that
+# times a queue of 2000 operations (about 0.7 us more per 8-byte call), which no peer does.
 peer_row() { # tool transport np bytes round < peer TSV line
   awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
 }
@@ -42,7 +46,7 @@ for round in $(seq "$REPS"); do
       read -r iters warm < <(args $bytes)
       for tr in shm tcp; do
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto,ring \
-          -b $bytes -e $bytes -n $iters -w $warm -c 1 2>&1 |
+          -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
           awk -v tr=$tr -v np=$np -v r=$round '/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
             /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
       done
