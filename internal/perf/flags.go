@@ -165,7 +165,7 @@ var optSpecs = []optSpec{
 		return err
 	}},
 	{'r', "root", "N", "root rank of rooted collectives, -1 = every root [0]", intOpt(-1, math.MaxInt32, func(o *Options) *int { return &o.Root })},
-	{'z', "blocking", "0-3", "0 issue all then wait; 1 wait+barrier per op; 2 wait per op; 3 wait+barrier per iteration, barrier not timed [0]", intOpt(0, 3, func(o *Options) *int { return &o.Blocking })},
+	{'z', "blocking", "0-3", "0 issue all (async) then wait; 1 blocking call+barrier per op; 2 blocking call per op; 3 wait+barrier per iteration, barrier not timed [0]", intOpt(0, 3, func(o *Options) *int { return &o.Blocking })},
 	{'y', "stream_null", "0/1", "accepted for compatibility (no CUDA streams)", intOpt(0, 1, func(o *Options) *int { return &o.StreamNull })},
 	{'T', "timeout", "SEC", "abort a test that runs longer, 0 = off [0]", func(o *Options, v string) error {
 		var s int
