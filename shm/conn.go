@@ -247,14 +247,18 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		// With one P (a launcher's GOMAXPROCS=1 per rank), a polling goroutine would
 		// keep this rank's other goroutines (the pipeline's other side, the work they
 		// wait for) off the CPU until the spin ends; let them run between polls. No
-		// idle P exists to be woken, so it costs no thread wake-up.
+		// idle P exists to be woken, so it costs no thread wake-up. Not for the first
+		// 64 polls: a Gosched costs about 200 ns here (the scheduler reads the clock
+		// for its timers), and a peer on the other core usually answers within them
+		// (8-byte round trip 460-870 ns with a Gosched every 8 polls, 320-360 without
+		// one in the first 64: BenchmarkPingPong8BProc, GOMAXPROCS=1).
 		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
 		start := time.Now()
 		for i := 1; ; i++ {
 			if ready() {
 				return nil
 			}
-			if gosched && (yield || i%8 == 0) {
+			if gosched && (yield || (i >= 64 && i%8 == 0)) {
 				runtime.Gosched()
 			}
 			if yield {
