@@ -253,13 +253,16 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		// (8-byte round trip 460-870 ns with a Gosched every 8 polls, 320-360 without
 		// one in the first 64: BenchmarkPingPong8BProc, GOMAXPROCS=1).
 		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
-		start := time.Now()
+		var start time.Time // read at the first check: most waits end before it
 		for i := 1; ; i++ {
 			if ready() {
 				return nil
 			}
 			if gosched && (yield || (i >= 64 && i%8 == 0)) {
 				runtime.Gosched()
+			}
+			if start.IsZero() && (yield || i%64 == 0) {
+				start = time.Now()
 			}
 			if yield {
 				osYield()
