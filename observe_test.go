@@ -259,10 +259,20 @@ func TestFlightRecordOfFinishedOperations(t *testing.T) {
 	require.Contains(t, recs[0].Op, "sum")
 	require.Contains(t, recs[1].Op, "max")
 
-	comms[0].Abort(fmt.Errorf("test over"))
+	// Rank 1 stops calling: rank 0's first operation blocks, the second waits in the
+	// queue; after Abort both are recorded as failed, none as running or queued.
 	xs := []float32{1}
-	require.Error(t, comms[0].AllReduce(ctx, goccl.HostSlice(xs), goccl.HostSlice(xs), 1, goccl.Float32, goccl.Sum))
-	for _, r := range comms[0].FlightRecord() {
-		require.NotEqual(t, goccl.OpRunning, r.State, "%+v", r)
+	b := goccl.HostSlice(xs)
+	first := comms[0].AllReduceAsync(ctx, b, b, 1, goccl.Float32, goccl.Sum)
+	second := comms[0].AllReduceAsync(ctx, b, b, 1, goccl.Float32, goccl.Sum)
+	time.Sleep(50 * time.Millisecond)
+	comms[0].Abort(fmt.Errorf("test over"))
+	require.Error(t, first.Wait(ctx))
+	require.Error(t, second.Wait(ctx))
+	recs = comms[0].FlightRecord()
+	require.Len(t, recs, 4)
+	for _, r := range recs[2:] {
+		require.Equal(t, goccl.OpFailed, r.State, "%+v", r)
+		require.NotEmpty(t, r.Err, "%+v", r)
 	}
 }
