@@ -3,7 +3,6 @@ package goccl
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -113,13 +112,18 @@ func TestConfigTransportParamsFromEnv(t *testing.T) {
 	require.Equal(t, "/opt/nccl/libnccl.so.2", c.Params["nccl.lib"])
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int{"4096": 4096, "512K": 512 << 10, "4M": 4 << 20, "1G": 1 << 30, "1.5M": 3 << 19} {
-		got, err := parseBytes(in)
+// Byte counts in the environment take the same spellings as everywhere else
+// (transport.ParseBytes), and a bad one names the variable.
+func TestConfigByteCountsFromEnv(t *testing.T) {
+	for in, want := range map[string]int{"4096": 4096, "512K": 512 << 10, "4MiB": 4 << 20, "1.5M": 3 << 19} {
+		c, err := LoadConfig(envOf(map[string]string{"GOCCL_CHUNK_BYTES": in}))
 		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
+		require.Equal(t, want, c.ChunkBytes, in)
 	}
-	_, err := parseBytes("-3")
-	require.Error(t, err)
-	require.True(t, strings.Contains(err.Error(), "byte count"))
+	for _, in := range []string{"-3", "4X", "0.3"} {
+		_, err := LoadConfig(envOf(map[string]string{"GOCCL_CHUNK_BYTES": in}))
+		require.Error(t, err, in)
+		require.Contains(t, err.Error(), "GOCCL_CHUNK_BYTES", in)
+		require.Contains(t, err.Error(), "byte count", in)
+	}
 }

@@ -125,7 +125,7 @@ func (c *Config) loadFile(path string) error {
 		val *string
 		fn  func(string) error
 	}{
-		{"chunk_bytes", f.ChunkBytes, func(s string) (err error) { c.ChunkBytes, err = parseBytes(s); return }},
+		{"chunk_bytes", f.ChunkBytes, func(s string) (err error) { c.ChunkBytes, err = transport.ParseBytes(s); return }},
 		{"timeout", f.Timeout, func(s string) (err error) { c.Timeout, err = time.ParseDuration(s); return }},
 		{"init_timeout", f.InitTimeout, func(s string) (err error) { c.InitTimeout, err = time.ParseDuration(s); return }},
 	}
@@ -188,7 +188,7 @@ func (c *Config) loadEnv(getenv func(string) string) error {
 		key string
 		fn  func(string) error
 	}{
-		{"GOCCL_CHUNK_BYTES", func(s string) (err error) { c.ChunkBytes, err = parseBytes(s); return }},
+		{"GOCCL_CHUNK_BYTES", func(s string) (err error) { c.ChunkBytes, err = transport.ParseBytes(s); return }},
 		{"GOCCL_TIMEOUT", func(s string) (err error) { c.Timeout, err = parseDuration(s); return }},
 		{"GOCCL_INIT_TIMEOUT", func(s string) (err error) { c.InitTimeout, err = parseDuration(s); return }},
 		{"GOCCL_SOCKETS_PER_PEER", func(s string) error {
@@ -246,25 +246,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return time.Duration(n * float64(time.Second)), nil
 	}
 	return time.ParseDuration(s)
-}
-
-// parseBytes accepts a byte count with an optional binary K, M or G suffix ("512K").
-func parseBytes(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	mult := 1
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k', 'K':
-			mult, s = 1<<10, s[:n-1]
-		case 'm', 'M':
-			mult, s = 1<<20, s[:n-1]
-		case 'g', 'G':
-			mult, s = 1<<30, s[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a byte count (examples: 4096, 512K, 4M)", s)
-	}
-	return int(v * float64(mult)), nil
 }

@@ -2,7 +2,6 @@ package algos
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -124,25 +123,13 @@ func parseRule(tok string) (rule, error) {
 }
 
 // ParseSize parses a byte count with an optional binary suffix: 512, 8B, 64K, 64KiB,
-// 64KB, 4M, 1G (K, M and G are powers of 1024, as in nccl-tests).
+// 64KB, 4M, 1G (K, M and G are powers of 1024, as in nccl-tests); transport.ParseBytes.
 func ParseSize(s string) (int, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	mult := 1
-	for _, u := range []struct {
-		suffix string
-		mult   int
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
-		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
+	n, err := transport.ParseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: bad size: %v", transport.ErrInvalid, err)
 	}
-	n, err := strconv.ParseUint(t, 10, 63)
-	if err != nil || n > uint64(math.MaxInt/mult) {
-		return 0, fmt.Errorf("%w: bad size %q (want a byte count like 512, 64K, 4MiB or 1G)", transport.ErrInvalid, s)
-	}
-	return int(n) * mult, nil
+	return n, nil
 }
 
 func (r rule) String() string {

@@ -70,8 +70,8 @@ func TestParseSpecErrors(t *testing.T) {
 		{"ring,tree", `"tree" follows "ring", which already covers every size`},
 		{"tree<64K,ring<32K", `"ring<32K" must have a larger bound than "tree<64K"`},
 		{"tree<0", "a size bound must be above 0"},
-		{"tree<lots", `bad size "lots" (want a byte count like 512, 64K, 4MiB or 1G)`},
-		{"tree<-4K", `bad size "-4K"`},
+		{"tree<lots", `bad size: "lots" is not a byte count (want a whole number of bytes such as 4096, 512K`},
+		{"tree<-4K", `bad size: "-4K" is not a byte count`},
 		{"allreduce:ring,allreduce:tree", "gives allreduce twice"},
 	}
 	for _, tt := range tests {

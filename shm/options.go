@@ -111,9 +111,9 @@ func ParseOptions(p transport.Params) (Options, error) {
 			}
 			o.Dir = v
 		case "shm.ring_bytes":
-			o.RingBytes, err = parseSize(v)
+			o.RingBytes, err = transport.ParseBytes(v)
 		case "shm.chunk_bytes":
-			o.ChunkBytes, err = parseSize(v)
+			o.ChunkBytes, err = transport.ParseBytes(v)
 		case "shm.single_copy":
 			switch strings.ToLower(v) {
 			case "auto", "":
@@ -126,7 +126,7 @@ func ParseOptions(p transport.Params) (Options, error) {
 				err = fmt.Errorf("want auto, true or false")
 			}
 		case "shm.single_copy_min":
-			o.SingleCopyMin, err = parseSize(v)
+			o.SingleCopyMin, err = transport.ParseBytes(v)
 			if err == nil && o.SingleCopyMin == 0 {
 				o.SingleCopyMin = 1 // "0" means every non-empty message
 			}
@@ -207,24 +207,4 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 		return n > min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	}
 	return n > runtime.NumCPU()
-}
-
-// parseSize accepts a byte count with an optional K, M or G suffix (powers of 1024,
-// "KiB" and "k" spellings too).
-func parseSize(s string) (int, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I")
-	mult := 1
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(t))
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("want a byte count such as 65536, 64K or 4M")
-	}
-	return n * mult, nil
 }

@@ -82,19 +82,24 @@ func ParseOptions(p transport.Params) (Options, error) {
 		key      string
 		dst      *int
 		min, max int
+		bytes    bool // a byte count: 4M, 256K, ... (transport.ParseBytes)
 	}{
-		{ParamSockets, &o.Sockets, 1, MaxSockets},
-		{ParamBufSize, &o.BufSize, 0, 1 << 30},
-		{ParamStripeMin, &o.StripeMin, 4 << 10, 1 << 30},
+		{ParamSockets, &o.Sockets, 1, MaxSockets, false},
+		{ParamBufSize, &o.BufSize, 0, 1 << 30, true},
+		{ParamStripeMin, &o.StripeMin, 4 << 10, 1 << 30, true},
 	}
 	for _, f := range ints {
 		v, ok := p[f.key]
 		if !ok {
 			continue
 		}
-		n, err := strconv.Atoi(v)
+		parse, want := strconv.Atoi, "an integer"
+		if f.bytes {
+			parse, want = transport.ParseBytes, "a byte count (such as 4M)"
+		}
+		n, err := parse(v)
 		if err != nil || n < f.min || n > f.max {
-			return o, fmt.Errorf("tcp: %w: %s=%q, want an integer in [%d, %d]", transport.ErrInvalid, f.key, v, f.min, f.max)
+			return o, fmt.Errorf("tcp: %w: %s=%q, want %s in [%d, %d]", transport.ErrInvalid, f.key, v, want, f.min, f.max)
 		}
 		*f.dst = n
 	}

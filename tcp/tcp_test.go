@@ -76,8 +76,13 @@ func TestOptions(t *testing.T) {
 		{tcp.ParamSockets, "65", false},
 		{tcp.ParamSockets, "two", false},
 		{tcp.ParamBufSize, "0", true},
+		{tcp.ParamBufSize, "8M", true}, // byte counts take the suffixes shm's do
+		{tcp.ParamBufSize, "4MiB", true},
 		{tcp.ParamBufSize, "-1", false},
+		{tcp.ParamBufSize, "2G", false}, // above the 1 GiB limit
 		{tcp.ParamStripeMin, "100", false},
+		{tcp.ParamStripeMin, "256K", true},
+		{tcp.ParamStripeMin, "4x", false},
 		{tcp.ParamAddr, "nonsense", false},
 		{tcp.ParamAddr, "127.0.0.1:0", true},
 		{tcp.ParamHandshakeTimeout, "1s", true},
@@ -93,9 +98,12 @@ func TestOptions(t *testing.T) {
 		{tcp.ParamCongestion, "cubic;rm", false},
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
-			_, err := tcp.ParseOptions(transport.Params{tc.key: tc.val})
+			o, err := tcp.ParseOptions(transport.Params{tc.key: tc.val})
 			if tc.ok {
 				require.NoError(t, err)
+				if tc.key == tcp.ParamBufSize && tc.val == "8M" {
+					require.Equal(t, 8<<20, o.BufSize)
+				}
 				return
 			}
 			require.ErrorIs(t, err, transport.ErrInvalid)
