@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/transport"
 )
 
 // runRanks calls fn on every communicator concurrently and returns each rank's error.
@@ -317,4 +318,17 @@ func TestSendRecvInPlace(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// A transport setting the transport refuses is reported as the user's mistake
+// (ErrInvalid, naming the setting), not as "not supported" on this host.
+func TestInitBadTransportSettingIsInvalid(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("tcp"), goccl.WithParam("tcp.bufsize", "8Q"))
+	require.Error(t, err)
+	require.ErrorIs(t, err, transport.ErrInvalid)
+	require.NotErrorIs(t, err, transport.ErrNotSupported)
+	require.Contains(t, err.Error(), `tcp.bufsize="8Q"`)
+	require.NotContains(t, err.Error(), "tcp: tcp:")
 }

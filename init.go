@@ -195,10 +195,18 @@ func (c *Comm) wire(ctx context.Context) error {
 	rec := peerRecord{Version: protocolVersion, Rank: c.rank, World: c.size, Host: c.host, Pid: os.Getpid(),
 		Algo: c.cfg.Algo, Handles: map[string][]byte{}}
 	var notes []string
+	var invalid error // a transport refused its settings: the user's mistake, not the host's
 	for _, name := range names {
 		ep, err := c.openEndpoint(ctx, name)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: %v", name, err))
+			note := err.Error()
+			if !strings.HasPrefix(note, name+":") {
+				note = name + ": " + note
+			}
+			notes = append(notes, note)
+			if invalid == nil && errors.Is(err, transport.ErrInvalid) {
+				invalid = err
+			}
 			c.log.Info("transport unavailable", "subsys", "INIT", "transport", name, "reason", err)
 			continue
 		}
@@ -207,6 +215,9 @@ func (c *Comm) wire(ctx context.Context) error {
 		rec.Handles[name] = ep.Handle()
 	}
 	if len(c.eps) == 0 && c.size > 1 {
+		if invalid != nil {
+			return fmt.Errorf("goccl: rank %d: no transport can run here: %w", c.rank, invalid)
+		}
 		return fmt.Errorf("goccl: rank %d: %w: no transport can run here (%s)", c.rank, transport.ErrNotSupported, strings.Join(notes, "; "))
 	}
 	b, _ := json.Marshal(rec)
