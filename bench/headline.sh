@@ -34,7 +34,7 @@ args() { if [[ $1 == 8 ]]; then echo "2000 2000"; else echo "10 2"; fi; }
 # goccl runs with -z 2, a wait after every call (its blocking API), because that is how the
 # peers' benchmarks call MPI_Allreduce and gloo's allreduce: back to back, each blocking.
 # nccl-tests' default -z 0 issues every call first and then waits; on a CPU library that
-# times a queue of 2000 operations (about 0.7 us more per 8-byte call), which no peer does.
+# times a queue of 2000 operations (0.3-0.5 us more per 8-byte call over shm), which no peer does.
 peer_row() { # tool transport np bytes round < peer TSV line
   awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
 }

@@ -17,10 +17,7 @@ const maxBytes = 1 << 50
 func ParseBytes(s string) (int, error) {
 	t := strings.ToUpper(strings.TrimSpace(s))
 	mult := 1.0
-	if strings.HasSuffix(t, "B") {
-		t = strings.TrimSuffix(t, "B")
-	}
-	t = strings.TrimSuffix(t, "I")
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
 	if n := len(t); n > 0 {
 		switch t[n-1] {
 		case 'K':
@@ -37,7 +34,7 @@ func ParseBytes(s string) (int, error) {
 	f, err := strconv.ParseFloat(t, 64)
 	v := f * mult
 	if err != nil || !decimal(t) || v > maxBytes || v != math.Trunc(v) {
-		return 0, fmt.Errorf("%q is not a byte count (want a whole number of bytes such as 4096, 512K, 1.5M or 4MiB, at most 1P)", s)
+		return 0, fmt.Errorf("%q is not a byte count (want a whole number of bytes such as 4096, 512K, 1.5M or 4MiB, at most 2^50)", s)
 	}
 	return int(v), nil
 }
