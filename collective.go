@@ -19,7 +19,7 @@ type call struct {
 	root       int
 }
 
-func (k call) fingerprint() transport.Fingerprint {
+func (k *call) fingerprint() transport.Fingerprint {
 	fp := transport.Fingerprint{Kind: k.kind, DType: k.dt, Op: k.op, Count: uint64(k.count), Root: int32(k.root)}
 	switch k.kind {
 	case KindAllReduce, KindReduce, KindReduceScatter:

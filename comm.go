@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/goccl/goccl/internal/trace"
 	"github.com/goccl/goccl/transport"
@@ -69,7 +68,7 @@ type Comm struct {
 	opCancel  context.CancelCauseFunc
 	opRunning bool
 	opGen     uint64
-	opStarted time.Time
+	opStarted int64 // monoNow
 
 	progMu  sync.Mutex
 	prog    progressRec // the collective started last, for the watchdog

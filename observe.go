@@ -55,13 +55,23 @@ var monoEpoch = time.Now()
 // two, wall and monotonic, about 70 ns on the development VM.
 func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
-// clockNow is time.Now from one clock read: the wall time is the process start's plus
-// the monotonic time since, so it does not follow wall-clock steps made while the
-// process runs (fine for the flight recorder and traces, which order and time events).
-func clockNow() time.Time { return monoEpoch.Add(time.Since(monoEpoch)) }
+// monoTime is the time.Time of t in monoNow's units (the zero Time for 0): the wall time
+// is the process start's plus the monotonic time since, so it does not follow
+// wall-clock steps made while the process runs (fine for the flight recorder and
+// traces, which order and time events). Operations keep their times as monoNow's
+// integers and convert only when someone reads them: time.Time arithmetic was a
+// twentieth of a small collective's instructions.
+func monoTime(t int64) time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return monoEpoch.Add(time.Duration(t - 1))
+}
 
-// monoOf is t in monoNow's units, without reading the clock.
-func monoOf(t time.Time) int64 { return int64(t.Sub(monoEpoch)) + 1 }
+// monoUnix is t in monoNow's units as Unix nanoseconds.
+func monoUnix(t int64) int64 { return epochUnix + t - 1 }
+
+var epochUnix = monoEpoch.UnixNano()
 
 // Trace track ids: 0 holds the collectives, 1000+p sends to peer p, 2000+p receives.
 const (
@@ -150,9 +160,6 @@ type OpRecord struct {
 	Finished time.Time // zero until done or failed
 	Err      string    // the error, for failed operations
 	Waiting  []string  // while running: "rank 2 (recv, 1.2s)" for every link it is blocked on
-
-	desc fmt.Stringer          // formats Op when the record is read (nothing is formatted per call)
-	fp   transport.Fingerprint // a collective's, when desc is nil
 }
 
 // flightRecords is how many operations each communicator remembers.
@@ -160,20 +167,32 @@ const flightRecords = 64
 
 type flight struct {
 	mu  sync.Mutex
-	ops [flightRecords]OpRecord
+	ops [flightRecords]opRec
 	n   uint64 // records written so far; a Work keeps the number of its own
 }
 
-// queued records w as issued (and, with running, as started at the same time: a
-// blocking call on an idle communicator, one lock instead of two).
-func (f *flight) queued(w *Work, now time.Time, running bool) {
+// opRec is what the flight recorder keeps of an operation: an OpRecord without what
+// FlightRecord formats when read, times in monoNow's units (0: not yet).
+type opRec struct {
+	seq                       uint64
+	state                     OpState
+	queued, started, finished int64
+	algo, err                 string
+	desc                      fmt.Stringer
+	fp                        transport.Fingerprint // a collective's, when desc is nil
+}
+
+// queued records w as issued at now (and, with running, as started at the same time:
+// a blocking call on an idle communicator, one lock instead of two).
+func (f *flight) queued(w *Work, now int64, running bool) {
 	f.mu.Lock()
 	f.n++
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
-	*r = OpRecord{Seq: f.n, desc: w.desc, State: OpQueued, Queued: now}
+	r.seq, r.state, r.queued, r.started, r.finished = f.n, OpQueued, now, 0, 0
+	r.algo, r.err, r.desc = "", "", w.desc
 	if running {
-		r.State, r.Started = OpRunning, now
+		r.state, r.started = OpRunning, now
 	}
 	if w.desc == nil {
 		r.fp = w.coll.fingerprint()
@@ -183,27 +202,27 @@ func (f *flight) queued(w *Work, now time.Time, running bool) {
 
 // record returns operation n's record, or nil once newer ones have overwritten it; the
 // caller holds mu.
-func (f *flight) record(n uint64) *OpRecord {
+func (f *flight) record(n uint64) *opRec {
 	if n == 0 || f.n-n >= flightRecords {
 		return nil
 	}
 	return &f.ops[(n-1)%flightRecords]
 }
 
-func (f *flight) started(n uint64, t time.Time) {
+func (f *flight) started(n uint64, t int64) {
 	f.mu.Lock()
 	if r := f.record(n); r != nil {
-		r.State, r.Started = OpRunning, t
+		r.state, r.started = OpRunning, t
 	}
 	f.mu.Unlock()
 }
 
-func (f *flight) finished(n uint64, t time.Time, algo string, err error) {
+func (f *flight) finished(n uint64, t int64, algo string, err error) {
 	f.mu.Lock()
 	if r := f.record(n); r != nil {
-		r.State, r.Finished, r.Algo = OpDone, t, algo
+		r.state, r.finished, r.algo = OpDone, t, algo
 		if err != nil {
-			r.State, r.Err = OpFailed, err.Error()
+			r.state, r.err = OpFailed, err.Error()
 		}
 	}
 	f.mu.Unlock()
@@ -221,11 +240,13 @@ func (c *Comm) FlightRecord() []OpRecord {
 		start = f.n - flightRecords
 	}
 	for i := start; i < f.n; i++ {
-		r := f.ops[i%flightRecords]
-		if r.desc != nil {
-			r.Op, r.desc = r.desc.String(), nil
+		in := &f.ops[i%flightRecords]
+		r := OpRecord{Seq: in.seq, Algo: in.algo, State: in.state, Err: in.err,
+			Queued: monoTime(in.queued), Started: monoTime(in.started), Finished: monoTime(in.finished)}
+		if in.desc != nil {
+			r.Op = in.desc.String()
 		} else {
-			r.Op = r.fp.String()
+			r.Op = in.fp.String()
 		}
 		if r.State == OpRunning {
 			r.Waiting = c.waitingOn()

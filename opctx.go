@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -52,8 +53,11 @@ func (c *Comm) initOpCtx() {
 
 // opStart arms the operation context for an operation that starts now on behalf of a
 // caller whose context is user. The caller holds execMu.
-func (c *Comm) opStart(user context.Context, start time.Time) context.Context {
-	dl := start.Add(c.cfg.Timeout).UnixNano()
+func (c *Comm) opStart(user context.Context, start int64) context.Context {
+	dl := monoUnix(start) + int64(c.cfg.Timeout)
+	if dl < 0 { // a timeout of centuries: no deadline to speak of
+		dl = math.MaxInt64
+	}
 	if d, ok := user.Deadline(); ok && d.UnixNano() < dl {
 		dl = d.UnixNano()
 	}

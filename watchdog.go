@@ -131,7 +131,7 @@ func (c *Comm) watchdog() {
 func (c *Comm) runningOp() (gen uint64, running bool, started time.Time) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
-	return c.opGen, c.opRunning, c.opStarted
+	return c.opGen, c.opRunning, monoTime(c.opStarted)
 }
 
 // checkDesync cancels operation gen (collective p) when a peer is in a different

@@ -129,7 +129,7 @@ func (c *Comm) submit(w *Work) *Work {
 		c.mu.Unlock()
 		return doneWork(err)
 	}
-	c.flight.queued(w, clockNow(), false)
+	c.flight.queued(w, monoNow(), false)
 	if c.qhead > 0 && len(c.queue) == cap(c.queue) { // full: reuse what pop has freed
 		n := copy(c.queue, c.queue[c.qhead:])
 		clear(c.queue[n:])
@@ -186,15 +186,15 @@ func (c *Comm) pop(waiter context.Context) (w *Work, refused bool) {
 // operations left either goes on or kicks the communicator's goroutine, so nothing
 // queued is stranded.
 func (c *Comm) drain(until *Work, waiter context.Context) {
-	var now time.Time // when the previous operation of this drain ended: the next one's start
+	var now int64 // when the previous operation of this drain ended (monoNow): the next one's start
 	for until == nil || !until.finished() {
 		if !c.execMu.TryLock() {
 			return
 		}
 		w, refused := c.pop(waiter)
 		if w != nil {
-			if now.IsZero() {
-				now = clockNow()
+			if now == 0 {
+				now = monoNow()
 			}
 			now = c.execute(w, now)
 		}
@@ -216,7 +216,7 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 // otherwise it is queued behind the others and the caller runs the queue (Work.Wait).
 func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 	if c.execMu.TryLock() {
-		now := clockNow() // issued and started at once
+		now := monoNow() // issued and started at once
 		c.mu.Lock()
 		closed, err, idle := c.closed, c.err, c.qhead == len(c.queue)
 		if idle && !closed && err == nil {
@@ -260,7 +260,7 @@ func (c *Comm) loop() {
 				c.execMu.Lock()
 				w, _ := c.pop(nil)
 				if w != nil {
-					c.execute(w, clockNow())
+					c.execute(w, monoNow())
 				}
 				c.execMu.Unlock()
 				if w == nil {
@@ -271,9 +271,9 @@ func (c *Comm) loop() {
 	}
 }
 
-// execute runs w, which starts at start, and returns when it ended; the caller holds
-// execMu.
-func (c *Comm) execute(w *Work, start time.Time) time.Time {
+// execute runs w, which starts at start (monoNow), and returns when it ended; the
+// caller holds execMu.
+func (c *Comm) execute(w *Work, start int64) int64 {
 	w.state.Store(workRunning)
 	if err := c.Err(); err != nil {
 		c.flight.finished(w.rec, start, "", err)
@@ -283,7 +283,7 @@ func (c *Comm) execute(w *Work, start time.Time) time.Time {
 	if w != &c.inline { // runSync recorded it as started
 		c.flight.started(w.rec, start)
 	}
-	c.opSince = monoOf(start)
+	c.opSince = start
 	var err error
 	if cerr := w.ctx.Err(); cerr != nil {
 		// The caller gave up before it started; the other ranks will not, so the
@@ -298,8 +298,8 @@ func (c *Comm) execute(w *Work, start time.Time) time.Time {
 		}
 		c.opEnd(err == nil)
 	}
-	took := time.Since(start) // one clock read; time.Now takes two
-	end := start.Add(took)
+	end := monoNow()
+	took := time.Duration(end - start)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {
 			err = fmt.Errorf("%w: %w", transport.ErrTimeout, err)
@@ -312,7 +312,7 @@ func (c *Comm) execute(w *Work, start time.Time) time.Time {
 	c.flight.finished(w.rec, end, w.algo, err)
 	c.counters.add(w.algo, w.bytes, took, err)
 	if tr := c.tracer; tr != nil {
-		tr.Span(tidColl, "coll", w.describe(), start, took, map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(err)})
+		tr.Span(tidColl, "coll", w.describe(), monoTime(start), took, map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(err)})
 	}
 	if err != nil {
 		err = c.fail(err)

@@ -113,12 +113,11 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 	f := transport.Frame{Header: h, Len: uint64(n)}
 	f.Encode(rec[:])
 	if n <= inlineMax {
-		rec[recKind] = kindInline
 		copy(rec[recInline:], payload)
 		if err := c.waitSpace(ctx, recordBytes); err != nil {
 			return c.opErr("send to", err)
 		}
-		c.out.put(c.head, rec[:])
+		c.out.putRecord(c.head, &rec, kindInline)
 		c.head += recordBytes
 		c.out.publish(c.head)
 		return nil
@@ -133,7 +132,6 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 }
 
 func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []byte) error {
-	rec[recKind] = kindData
 	n := len(payload)
 	padded := uint64(pad(n))
 	chunk := uint64(c.opts.ChunkBytes)
@@ -141,7 +139,7 @@ func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []by
 	if err := c.waitSpace(ctx, pending); err != nil {
 		return c.opErr("send to", err)
 	}
-	c.out.put(c.head, rec[:])
+	c.out.putRecord(c.head, &rec, kindData)
 	for off := uint64(0); off < padded; {
 		want := min(chunk, padded-off)
 		if err := c.waitSpace(ctx, pending+want); err != nil {
@@ -164,7 +162,6 @@ func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []by
 // sendSingle posts payload's address and waits for the receiver's ack. It reports
 // done=false when the receiver's kernel refused and the payload must go through the ring.
 func (c *conn) sendSingle(ctx context.Context, rec [recordBytes]byte, payload []byte) (done bool, err error) {
-	rec[recKind] = kindSingle
 	binary.LittleEndian.PutUint64(rec[recAddr:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload)))))
 	if err := c.waitSpace(ctx, recordBytes); err != nil {
 		return false, c.opErr("send to", err)
@@ -173,7 +170,7 @@ func (c *conn) sendSingle(ctx context.Context, rec [recordBytes]byte, payload []
 	// does not move) and not on a stack (which does) while the peer reads it.
 	c.pinned = payload
 	defer func() { c.pinned = nil }()
-	c.out.put(c.head, rec[:])
+	c.out.putRecord(c.head, &rec, kindSingle)
 	c.head += recordBytes
 	c.out.publish(c.head)
 	target := c.head
@@ -210,18 +207,34 @@ func (c *conn) waitSpace(ctx context.Context, need uint64) error {
 	}, c.out.spaceSeq, c.out.prodWaiting)
 }
 
-// waitData waits until at least need bytes after tail are published and returns how
-// many are.
+// waitData waits until at least need payload bytes after tail are published and
+// returns how many are. (headSeen may lag tail: records are read by their stamps.)
 func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
-	if avail := c.headSeen - c.tail; avail >= need {
-		return avail, nil
+	if c.headSeen >= c.tail+need {
+		return c.headSeen - c.tail, nil
 	}
 	head := c.in.head
 	err := c.await(ctx, func() bool {
 		c.headSeen = atomic.LoadUint64(head)
-		return c.headSeen-c.tail >= need
+		return c.headSeen >= c.tail+need
 	}, c.in.dataSeq, c.in.consWaiting)
+	if c.headSeen < c.tail {
+		return 0, err
+	}
 	return c.headSeen - c.tail, err
+}
+
+// waitRecord waits until the record at tail is complete (its stamp is stored) and
+// returns its kind.
+func (c *conn) waitRecord(ctx context.Context) (byte, error) {
+	word := c.in.stampWord(c.tail)
+	want := stamp(c.tail, 0) >> 8
+	var got uint64
+	err := c.await(ctx, func() bool {
+		got = atomic.LoadUint64(word)
+		return got>>8 == want
+	}, c.in.dataSeq, c.in.consWaiting)
+	return byte(got), err
 }
 
 // await polls ready, then sleeps on the seq futex in livenessEvery slices, checking

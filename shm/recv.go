@@ -87,7 +87,8 @@ func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byt
 // readRecord waits for the next record, copies it to c.rec, checks it against what the
 // caller expects and returns its kind. The record stays unreleased in the ring.
 func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) (byte, error) {
-	if _, err := c.waitData(ctx, recordBytes); err != nil {
+	kind, err := c.waitRecord(ctx)
+	if err != nil {
 		return 0, c.opErr("recv from", err) // nothing consumed: the link stays usable
 	}
 	rec := &c.rec // a private copy (in the conn, so no allocation): the check must hold for what we use
@@ -96,7 +97,6 @@ func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) (by
 	if err := f.Decode(rec[:]); err != nil {
 		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w", c.peer, err))
 	}
-	kind := rec[recKind]
 	if kind < kindData || kind > kindSingle || (kind == kindInline && f.Len > inlineMax) {
 		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w: record kind %d with %d bytes", c.peer, transport.ErrProtocol, kind, f.Len))
 	}

@@ -35,7 +35,8 @@ type ring struct {
 // Record layout and kinds.
 const (
 	recordBytes = 64
-	recKind     = 40 // byte: kindData, kindInline or kindSingle
+	recStamp    = 40 // uint64: kind | (position/64+1)<<8, stored last (see ring)
+	recKind     = 40 // byte: the stamp's low byte, kindData, kindInline or kindSingle
 	recAddr     = 48 // uint64: the sender's payload address (kindSingle)
 	recInline   = 48 // payload bytes (kindInline)
 	inlineMax   = recordBytes - recInline
@@ -96,6 +97,21 @@ func (r *ring) put(pos uint64, src []byte) {
 func (r *ring) span(pos uint64, n int) []byte {
 	i := pos & r.mask
 	return r.data[i : i+min(uint64(n), r.size-i)]
+}
+
+// stamp is the stamp of a record of kind at stream position pos.
+func stamp(pos uint64, kind byte) uint64 { return (pos/recordBytes+1)<<8 | uint64(kind) }
+
+// stampWord is the stamp word of the record at stream position pos.
+func (r *ring) stampWord(pos uint64) *uint64 {
+	return (*uint64)(unsafe.Pointer(&r.data[(pos&r.mask)+recStamp]))
+}
+
+// putRecord writes rec (its stamp word zero) at stream position pos and then its stamp,
+// which completes it for the consumer. Records never straddle the ring's end.
+func (r *ring) putRecord(pos uint64, rec *[recordBytes]byte, kind byte) {
+	copy(r.data[pos&r.mask:], rec[:])
+	atomic.StoreUint64(r.stampWord(pos), stamp(pos, kind))
 }
 
 // publish makes everything before head visible to the consumer.

@@ -22,7 +22,7 @@ import (
 // different processes write sit on different 64-byte cache lines.
 const (
 	segMagic    = 0x316d68736363_6f67 // "goccshm1", little endian
-	segVersion  = 1
+	segVersion  = 2
 	headerBytes = 4096
 	cacheLine   = 64
 
