@@ -1,0 +1,49 @@
+#!/bin/bash
+# auto.sh - is `goccl perf --algo auto` within 10 % of the best fixed algorithm at every
+# size of the 8 B..128 MiB sweep at 2, 3 and 4 ranks (issue 10)? One sweep cannot say:
+# two reports of the same algorithm in one launch differ by 10-40 % on this VM, and the
+# first report of a process runs slow. So every round runs, per rank count, the sweep
+# for auto and every fixed algorithm in one launch, in an order that changes with the
+# round, after a warm-up report that is thrown away; the summary takes medians over
+# rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
+#
+#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; ~2 min per round
+#
+# Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
+# auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-bench/results/auto-$(date -u +%Y%m%dT%H%M%SZ)}
+ROUNDS=${2:-5}
+shift $(($# < 2 ? $# : 2))
+RANKS=("$@")
+((${#RANKS[@]})) || RANKS=(2 3 4)
+mkdir -p "$OUT" bench/bin
+go build -o bench/bin/goccl ./cmd/goccl || exit 1
+TSV="$OUT/auto.tsv"
+echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
+ALGOS=(auto ring tree rd naive)
+# sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
+SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
+for round in $(seq "$ROUNDS"); do
+  # Rotated by the round, and reversed every other round, so that no algorithm always
+  # runs first or always after the same one (a slow tree report can slow the next).
+  k=$(((round - 1) % ${#ALGOS[@]}))
+  order=("${ALGOS[@]:k}" "${ALGOS[@]:0:k}")
+  if ((round % 2 == 0)); then
+    for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
+  fi
+  list="${order[0]},$(IFS=,; echo "${order[*]}")" # the first report is the warm-up
+  for np in "${RANKS[@]}"; do
+    echo "== round $round/$ROUNDS, $np ranks: $list" >&2
+    for sw in "${SWEEPS[@]}"; do
+      read -r lo hi iters warm <<< "$sw"
+      timeout 900 bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" -f 2 \
+        -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
+        awk -v np="$np" -v r="$round" '
+          /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
+          /^ +[0-9]/ && rep > 1 {print np"\t"$1"\t"a"\t"r"\t"$6"\t"$NF}' >> "$TSV"
+    done
+  done
+done
+/usr/bin/python3 bench/auto.py "$TSV" | tee "$OUT/auto.md"
