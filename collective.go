@@ -49,10 +49,6 @@ func (p *opPeers) Link(peer int) transport.Conn { return p.c.links[peer] }
 func (p *opPeers) Host(r int) string            { return p.c.PeerHost(r) }
 func (p *opPeers) Transport(r int) string       { return p.c.TransportOf(r) }
 func (p *opPeers) EagerBytes() int              { return p.c.eager }
-
-// Prevalidated: doCollective validates its scratch Args just before it runs the
-// algorithm on them.
-func (p *opPeers) Prevalidated(a *algos.Args) bool { return a == &p.c.scratch.args }
 func (p *opPeers) Header(tag uint32) transport.Header {
 	h := p.hdr
 	h.Tag = tag

@@ -7,8 +7,6 @@
 //
 // Choose with ParseSpec (grammar on ParseSpec, e.g. "allreduce:tree<64K,ring") and
 // Spec.Resolve; "auto" asks CostModel.Predict. Unimplemented collectives fall back
-// tree -> ring -> naive. Validate checks Args and trims buffers; an algorithm's Run calls
-// CheckArgs, which skips the check when its Peers vouches (Prevalidated) that the caller
-// validated these very Args, as the communicator does. Bytes gives the size the
-// selector compares (nccl-tests' size column).
+// tree -> ring -> naive. Validate checks Args and trims buffers; Bytes gives the size
+// the selector compares (nccl-tests' size column).
 package algos

@@ -8,24 +8,6 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// Prevalidated is an optional Peers ability: its Prevalidated(a) reports that the
-// caller (the communicator) ran Validate on exactly this Args, for this rank and world,
-// and changed nothing since.
-type Prevalidated interface {
-	Prevalidated(a *Args) bool
-}
-
-// CheckArgs is Validate(a, p.Rank(), p.Size()) for an algorithm's Run, skipped when p
-// says its caller validated a already: the communicator validates before it runs any
-// algorithm (which may be a third party's that does not), and a second full check per
-// call was a tenth of an 8-byte AllReduce's instructions.
-func CheckArgs(p Peers, a *Args) error {
-	if v, ok := p.(Prevalidated); ok && v.Prevalidated(a) {
-		return nil
-	}
-	return Validate(a, p.Rank(), p.Size())
-}
-
 // Validate checks one rank's Args against NCCL's conventions for a world of the given
 // size and returns an error wrapping transport.ErrInvalid that says what is wrong and
 // what would be right. On success it trims Send and Recv to exactly the bytes the

@@ -40,8 +40,8 @@ func (Algorithm) Supports(k transport.Kind) bool {
 
 // Run executes a on this rank.
 func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
-	w := p.Size()
-	if err := algos.CheckArgs(p, a); err != nil {
+	rank, w := p.Rank(), p.Size()
+	if err := algos.Validate(a, rank, w); err != nil {
 		return err
 	}
 	if !alg.Supports(a.Kind) {

@@ -44,8 +44,8 @@ func tag(phase uint8, i int) uint32 { return algos.Tag(algos.TagNaive, phase, i)
 
 // Run executes a on this rank.
 func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
-	w := p.Size()
-	if err := algos.CheckArgs(p, a); err != nil {
+	rank, w := p.Rank(), p.Size()
+	if err := algos.Validate(a, rank, w); err != nil {
 		return err
 	}
 	if w == 1 {

@@ -53,8 +53,8 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	if !alg.Supports(a.Kind) {
 		return fmt.Errorf("rd: %w: %s (algos.Resolve falls back to ring)", transport.ErrNotSupported, a.Kind)
 	}
-	w := p.Size()
-	if err := algos.CheckArgs(p, a); err != nil {
+	rank, w := p.Rank(), p.Size()
+	if err := algos.Validate(a, rank, w); err != nil {
 		return err
 	}
 	if w == 1 {

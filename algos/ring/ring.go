@@ -42,7 +42,7 @@ const (
 // Run executes a on this rank.
 func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	rank, w := p.Rank(), p.Size()
-	if err := algos.CheckArgs(p, a); err != nil {
+	if err := algos.Validate(a, rank, w); err != nil {
 		return err
 	}
 	if !alg.Supports(a.Kind) {
