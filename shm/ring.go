@@ -36,7 +36,6 @@ type ring struct {
 const (
 	recordBytes = 64
 	recStamp    = 40 // uint64: kind | (position/64+1)<<8, stored last (see ring)
-	recKind     = 40 // byte: the stamp's low byte, kindData, kindInline or kindSingle
 	recAddr     = 48 // uint64: the sender's payload address (kindSingle)
 	recInline   = 48 // payload bytes (kindInline)
 	inlineMax   = recordBytes - recInline
