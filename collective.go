@@ -2,9 +2,11 @@ package goccl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/direct"
 	"github.com/goccl/goccl/nccl/cuda"
 	"github.com/goccl/goccl/transport"
 )
@@ -119,6 +121,26 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 	if err := algos.Validate(a, c.rank, c.size); err != nil {
 		finish(false)
 		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
+	}
+	if alg.Name() == direct.Name || c.directFirst(k, algos.Bytes(k.kind, k.count, k.dt, c.size)) {
+		err := direct.Algorithm{}.Run(ctx, peers, a)
+		switch {
+		case err == nil:
+			w.algo = direct.Name
+			if c.log.Enabled(ctx, LevelTrace) {
+				c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", direct.Name, "why", "every rank's buffers are in AllocShared memory")
+			}
+			return finish(true)
+		case !errors.Is(err, direct.ErrNotShared):
+			finish(false)
+			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, direct.Name, err)
+		case alg.Name() == direct.Name: // configured, but some rank's buffers are not shared
+			if alg, err = algos.Lookup("ring"); err != nil {
+				finish(false)
+				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
+			}
+			w.algo = alg.Name()
+		}
 	}
 	if err := alg.Run(ctx, peers, a); err != nil {
 		finish(false)

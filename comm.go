@@ -57,6 +57,7 @@ type Comm struct {
 	sendSeq   []uint64 // point-to-point messages sent to each peer
 	recvSeq   []uint64 // and received from it
 	splitSeq  atomic.Uint64
+	shareSeq  atomic.Uint64 // AllocShared calls so far
 
 	execMu    sync.Mutex      // held while an operation runs (on the loop or a caller's goroutine)
 	inline    Work            // the Work of a blocking call run on the caller's goroutine; under execMu
@@ -75,9 +76,11 @@ type Comm struct {
 	scratch opScratch   // per-operation state reused under execMu
 	opSince int64       // the running operation's start in monoNow's units; set under execMu before it runs
 
-	localEager int // the smallest eager size this rank's links promise (transport.Eager)
-	eager      int // the smallest over every rank, agreed at Init; what algorithms see
-	chunk      int // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
+	localEager int       // the smallest eager size this rank's links promise (transport.Eager)
+	eager      int       // the smallest over every rank, agreed at Init; what algorithms see
+	chunk      int       // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
+	shared     sharedMem // AllocShared memory; guarded by execMu
+	directMin  int       // shm.direct_min: the smallest collective that tries direct on shared memory
 
 	mu     sync.Mutex
 	err    error // sticky failure
@@ -182,11 +185,12 @@ func (c *Comm) Close() error {
 	c.disarm()                      // nothing runs any more: no caller context keeps us alive
 	c.cancelOp(transport.ErrClosed) // releases what the transports registered on it
 	unregisterLive(c)
+	serr := c.closeShared()
 	var terr error
 	if c.tracer != nil {
 		terr = c.tracer.Flush()
 	}
-	return errors.Join(c.release(), terr)
+	return errors.Join(c.release(), serr, terr)
 }
 
 func (c *Comm) release() error {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goccl/goccl/shm"
 	"github.com/goccl/goccl/transport"
 	"github.com/goccl/goccl/transport/rendezvous"
 )
@@ -152,6 +153,10 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		recvSeq:   make([]uint64, cfg.WorldSize),
 	}
 	c.sel.Store(sel)
+	c.directMin = -1
+	if o, err := shm.ParseOptions(cfg.Params); err == nil {
+		c.directMin = o.DirectMin
+	}
 	c.initOpCtx()
 	c.log = newLogger(cfg, c.rank)
 	if err := c.wire(ctx); err != nil {

@@ -53,3 +53,19 @@ type Topology interface {
 	// Transport names the transport of the link to rank r ("self" for Rank()).
 	Transport(r int) string
 }
+
+// Shared is an optional Peers ability: memory that the ranks of the group map from each
+// other (goccl's Comm.AllocShared), so that an algorithm can read a peer's buffer in
+// place instead of receiving a copy of it (algos/direct). Allocations are collective, so
+// every rank has the same ones, numbered alike.
+type Shared interface {
+	// SharedAllocs is the number of live allocations (the same on every rank); 0 means
+	// no buffer can be shared.
+	SharedAllocs() int
+	// Locate finds b in this rank's shared memory: the allocation's number and b's
+	// offset in it. ok is false when b, or any part of it, lies elsewhere, or is empty.
+	Locate(b []byte) (alloc, off int, ok bool)
+	// PeerView returns n bytes at off in rank r's part of allocation alloc as this rank
+	// maps it: read-only for r != Rank(), valid while the allocation lives.
+	PeerView(r, alloc, off, n int) ([]byte, error)
+}

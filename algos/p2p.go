@@ -53,10 +53,11 @@ func Tag(alg, phase uint8, index int) uint32 {
 
 // Algorithm ids for Tag, one per built-in algorithm.
 const (
-	TagNaive uint8 = 1
-	TagRing  uint8 = 2
-	TagTree  uint8 = 3
-	TagRD    uint8 = 5
+	TagNaive  uint8 = 1
+	TagRing   uint8 = 2
+	TagTree   uint8 = 3
+	TagRD     uint8 = 5
+	TagDirect uint8 = 6
 )
 
 // Send transmits buf to peer under this operation's header with the given tag.

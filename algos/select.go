@@ -234,6 +234,15 @@ func fallbackOf(name string) string {
 	return "ring"
 }
 
+// Auto reports whether the spec leaves a call of kind and bytes to auto.
+func (s *Spec) Auto(kind transport.Kind, bytes int) bool {
+	if s == nil {
+		return true
+	}
+	name, _ := s.match(kind, bytes)
+	return name == Auto
+}
+
 // match finds the rule for a call: the collective's section, then the default section.
 func (s *Spec) match(kind transport.Kind, bytes int) (string, string) {
 	for _, r := range s.kinds[kind] {

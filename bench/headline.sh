@@ -1,6 +1,7 @@
 #!/bin/bash
 # headline.sh - the headline ratios of BENCHMARKS.md (issue 10's targets) as medians of
-# REPS interleaved rounds: every round runs goccl (shm and tcp, auto and ring), Open MPI
+# REPS interleaved rounds: every round runs goccl (shm and tcp, auto and ring; at 64 MiB
+# over shm also with buffers from AllocShared, perf -R 2), Open MPI
 # 4.1 (vader, tcp) and PyTorch gloo at 8 B and 64 MiB, 2 and 4 ranks, one after another,
 # so a slow minute of the shared VM falls on every tool alike. One sweep of
 # bench/allreduce.sh is one sample per point, and single launches here differ by 10-40 %.
@@ -50,6 +51,11 @@ for round in $(seq "$REPS"); do
           awk -v tr=$tr -v np=$np -v r=$round '/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
             /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
       done
+      if [[ $bytes != 8 ]]; then # buffers from AllocShared: the direct algorithm (8 B stays below shm.direct_min)
+        timeout 600 bench/bin/goccl perf all_reduce --np $np --transport shm --algo auto -R 2 \
+          -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
+          awk -v np=$np -v r=$round '/^ +[0-9]/ {print "goccl/R2\tshm\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+      fi
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
         peer_row "Open MPI" vader $np $bytes $round >> "$TSV"
       "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
@@ -76,6 +82,9 @@ M = 64 << 20
 for np, want in ((2, 3), (4, 2)):
     a, g, v = med(("goccl/auto", "shm", np, M), 1), med(("goccl/ring", "shm", np, M), 1), med(("Open MPI", "vader", np, M), 1)
     print(f"| shm busbw 64 MiB, {np} ranks >= {want}x vader | {a:.2f} / {g:.2f} GB/s ({100*a/(4*c/(5*np)):.0f} % / {100*g/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+    d = med(("goccl/R2", "shm", np, M), 1)
+    bd = 4*c*(np-1)/(np*(3*np-1))  # direct's bound: (3W-1)/W bytes through memory per byte, per rank
+    print(f"| the same, buffers from AllocShared (perf -R 2, algorithm direct) | {d:.2f} GB/s ({100*d/bd:.0f} % of 4C(W-1)/(W(3W-1))) | {v:.2f} | {d/v:.2f}x |")
 for np in (2, 4):
     a, g = med(("goccl/auto", "tcp", np, M), 1), med(("goccl/ring", "tcp", np, M), 1)
     for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):

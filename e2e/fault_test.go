@@ -27,9 +27,16 @@ type faultCombo struct {
 	transport string
 	world     int
 	kind      string
+	shared    bool // buffers from AllocShared: the collectives read each other's memory in place
 }
 
-func (c faultCombo) String() string { return fmt.Sprintf("%s/W%d/%s", c.transport, c.world, c.kind) }
+func (c faultCombo) String() string {
+	s := fmt.Sprintf("%s/W%d/%s", c.transport, c.world, c.kind)
+	if c.shared {
+		s += "/shared"
+	}
+	return s
+}
 
 // trial is the outcome of one kill.
 type trial struct {
@@ -74,8 +81,13 @@ func TestKillRank(t *testing.T) {
 	for _, tr := range transports {
 		for _, w := range []int{2, 4, 8} {
 			for _, k := range []string{"allreduce", "broadcast", "allgather"} {
-				combos = append(combos, faultCombo{tr, w, k})
+				combos = append(combos, faultCombo{tr, w, k, false})
 			}
+		}
+	}
+	for _, w := range []int{2, 4} {
+		for _, k := range []string{"allreduce", "broadcast", "allgather"} {
+			combos = append(combos, faultCombo{"shm", w, k, true})
 		}
 	}
 	var trials []trial
@@ -108,6 +120,10 @@ func killTrial(t *testing.T, rng *rand.Rand, c faultCombo) trial {
 	defer cancel()
 	j := job{n: c.world, env: []string{"GOCCL_TRANSPORT=" + c.transport, "GOCCL_TIMEOUT=60s"},
 		launcher: []string{"--grace", "30s"}, args: []string{"-mode", "fault", "-kind", c.kind, "-for", "60s"}}
+	if c.shared {
+		j.env = append(j.env, "GOCCL_SHM_DIRECT_MIN=0") // every size reads in place
+		j.args = append(j.args, "-shared")
+	}
 	l := j.start(t, ctx)
 	pids := map[int]int{}
 	comm := ""

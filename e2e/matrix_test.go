@@ -67,6 +67,27 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
+// TestMatrixShared runs the matrix with every buffer in memory from AllocShared over shm,
+// so that AllReduce, ReduceScatter, AllGather and Broadcast read the peers' buffers in
+// place (shm.direct_min 0: at every size), between real processes; the other
+// collectives run as usual on the same memory. Every rank must report direct calls.
+func TestMatrixShared(t *testing.T) {
+	worlds := []int{2, 3, 4}
+	if testing.Short() {
+		worlds = []int{3}
+	}
+	for _, w := range worlds {
+		t.Run(fmt.Sprintf("W%d", w), func(t *testing.T) {
+			res := job{n: w, env: []string{"GOCCL_TRANSPORT=shm", "GOCCL_SHM_DIRECT_MIN=0", "GOCCL_TIMEOUT=60s"},
+				args: []string{"-mode", "matrix", "-shared", "-large", "allreduce,allgather,reducescatter,broadcast"}}.run(t)
+			checkMatrix(t, res, w, func(int, int) string { return "shm" })
+			for r, s := range records(res.stdout, "MATRIX") {
+				require.Positive(t, s.int("direct"), "rank %d ran no collective in place: %s", r, s.line)
+			}
+		})
+	}
+}
+
 // TestMatrixMixed runs the matrix on one communicator whose links mix shm and tcp: two
 // groups of ranks pose as two hosts, so pairs inside a group use shm and pairs across
 // use tcp (the first transport of "shm,tcp" that can connect).

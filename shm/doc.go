@@ -33,6 +33,13 @@
 //	shm.chunk_bytes      64K                    pipelining unit
 //	shm.spin             50us                   poll this long before sleeping
 //	shm.dir              /dev/shm
+//	shm.direct_min       64K                    smallest collective read in place (off: never)
+//
+// Windows (CreateWindow, OpenWindow) are the memory behind goccl's Comm.AllocShared: one
+// file per rank and allocation, named after the communicator like the segments (so
+// RemoveSegments sweeps them), written by its rank and mapped read-only by the others,
+// and unlinked once every rank has mapped it. Collectives whose buffers lie in them read
+// the peers' buffers in place (algos/direct) from shm.direct_min bytes.
 //
 // Lifetimes: Open creates nothing on disk; Connect creates or attaches one segment per
 // peer; Conn.Close unmaps it (and wakes both sides' blocked calls); Endpoint.Close

@@ -17,3 +17,25 @@ func openEndpoint(context.Context, transport.Local, Options) (transport.Endpoint
 // RemoveSegments deletes every segment name of communicator commID left in dir. Off
 // Linux there are none.
 func RemoveSegments(dir, commID string) (int, error) { return 0, nil }
+
+// Window is shared memory between the ranks of a host; off Linux there is none.
+type Window struct{}
+
+// CreateWindow needs Linux.
+func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
+	return nil, fmt.Errorf("shm: %w: shared windows need Linux", transport.ErrNotSupported)
+}
+
+// OpenWindow needs Linux.
+func OpenWindow(dir, commID string, index, rank, n int) (*Window, error) {
+	return nil, fmt.Errorf("shm: %w: shared windows need Linux", transport.ErrNotSupported)
+}
+
+// Bytes is nil off Linux.
+func (w *Window) Bytes() []byte { return nil }
+
+// Unlink does nothing off Linux.
+func (w *Window) Unlink() error { return nil }
+
+// Close does nothing off Linux.
+func (w *Window) Close() error { return nil }

@@ -66,6 +66,12 @@ type Options struct {
 	// the first 2 µs every poll yields the CPU first, so a peer that the kernel queued
 	// on this rank's core runs at once instead of after the spin (BENCHMARKS.md, "Speed").
 	Spin time.Duration
+	// DirectMin is the smallest collective that reads peers' buffers directly when every
+	// rank's buffers are in memory from Comm.AllocShared ("shm.direct_min", default
+	// 64 KiB; "off" never does): below it the three hand-shakes such a collective
+	// makes cost more than the copies through the ring it saves. ParseOptions turns
+	// "off" into -1 and "0" (every non-empty collective) into 1.
+	DirectMin int
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).
 	// When ranks outnumber the cores, waiting ranks yield the CPU while they spin.
@@ -79,6 +85,8 @@ const (
 	defaultChunkBytes    = 64 << 10
 	defaultSingleCopyMin = 32 << 20
 	defaultSpin          = 50 * time.Microsecond
+	defaultDirectMin     = 64 << 10
+	directOff            = -1
 
 	minRingBytes  = 64 << 10
 	maxRingBytes  = 1 << 30
@@ -89,7 +97,7 @@ const (
 
 // paramKeys lists every key ParseOptions understands, for error messages.
 var paramKeys = []string{"shm.dir", "shm.ring_bytes", "shm.chunk_bytes", "shm.single_copy",
-	"shm.single_copy_min", "shm.spin", "shm.local_ranks"}
+	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min"}
 
 // ParseOptions reads the "shm.*" keys of p (other keys are left to other transports) and
 // fills in defaults. A malformed value or an unknown "shm." key is an error that names
@@ -138,6 +146,18 @@ func ParseOptions(p transport.Params) (Options, error) {
 			if err == nil && o.Spin == 0 {
 				o.Spin = -1 // explicit "no spinning", distinct from unset
 			}
+		case "shm.direct_min":
+			if strings.EqualFold(v, "off") {
+				o.DirectMin = directOff
+				break
+			}
+			o.DirectMin, err = transport.ParseBytes(v)
+			if err == nil && o.DirectMin == 0 {
+				o.DirectMin = 1 // "0" means every size
+			}
+			if err != nil {
+				err = fmt.Errorf("want a size such as 64K, 0 (every size) or off")
+			}
 		case "shm.local_ranks":
 			o.LocalRanks, err = strconv.Atoi(v)
 			if err == nil && o.LocalRanks < 1 {
@@ -177,6 +197,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Spin == 0 {
 		o.Spin = defaultSpin
+	}
+	if o.DirectMin == 0 {
+		o.DirectMin = defaultDirectMin
 	}
 	if o.Spin < 0 {
 		o.Spin = 0

@@ -381,3 +381,25 @@ func TestDescribe(t *testing.T) {
 	require.Contains(t, d, "single-copy auto")
 
 }
+
+// TestWindowNamesAreSwept: a window's name carries the communicator's segment prefix,
+// so a launcher's RemoveSegments removes one a killed rank left behind.
+func TestWindowNamesAreSwept(t *testing.T) {
+	dir := t.TempDir()
+	w, err := CreateWindow(dir, "sweep-me", 3, 1, 5000)
+	require.NoError(t, err)
+	defer w.Close()
+	require.Len(t, w.Bytes(), 5000)
+	r, err := OpenWindow(dir, "sweep-me", 3, 1, 5000)
+	require.NoError(t, err)
+	w.Bytes()[4999] = 7
+	require.Equal(t, byte(7), r.Bytes()[4999], "the two mappings share memory")
+	require.NoError(t, r.Close())
+	_, err = OpenWindow(dir, "sweep-me", 3, 1, 9000)
+	require.ErrorIs(t, err, transport.ErrProtocol, "a size the creator did not make")
+	n, err := RemoveSegments(dir, "sweep-me")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = CreateWindow(dir, "sweep-me", 0, 0, 0)
+	require.ErrorIs(t, err, transport.ErrInvalid)
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/transport"
@@ -30,6 +31,7 @@ func run() int {
 	mcase := flag.String("case", "kind", "mismatch: kind, count, dtype, op, root, skip, skipsame, skiplast")
 	odd := flag.Int("odd", -1, "mismatch: the deviating rank (-1: the last)")
 	corrupt := flag.Bool("corrupt", false, "matrix: flip one output byte per call (a control: the check must fail)")
+	shared := flag.Bool("shared", false, "matrix, fault: buffers in memory from AllocShared")
 	flag.Parse()
 
 	opts := []goccl.Option{}
@@ -80,14 +82,14 @@ func run() int {
 		for _, k := range lk {
 			lm[k] = true
 		}
-		return runMatrix(ctx, comm, plan(ks, ds, os_, cs, lm, w), *corrupt)
+		return runMatrix(ctx, comm, plan(ks, ds, os_, cs, lm, w), *corrupt, *shared)
 	case "fault":
 		k, err := transport.ParseKind(*kind)
 		if err != nil {
 			fmt.Println("rankprog:", err)
 			return 2
 		}
-		return runFault(ctx, comm, k, *limit)
+		return runFault(ctx, comm, k, *limit, *shared)
 	case "mismatch":
 		o := *odd
 		if o < 0 {
@@ -146,11 +148,20 @@ var faultSizes = []int{1, 1000, 64 << 10, 1<<20 + 3}
 
 // runFault loops on one collective until it fails, which the test causes by killing a
 // rank. It reports when the failure was seen, so the test can measure detection latency.
-func runFault(ctx context.Context, comm *goccl.Comm, k goccl.Kind, limit time.Duration) int {
+func runFault(ctx context.Context, comm *goccl.Comm, k goccl.Kind, limit time.Duration, shared bool) int {
 	r, w := comm.Rank(), comm.Size()
 	big := faultSizes[len(faultSizes)-1]
 	send := make([]float32, big*w)
 	recv := make([]float32, big*w)
+	if shared {
+		mem, err := comm.AllocShared(ctx, 2*4*big*w)
+		if err != nil {
+			fmt.Printf("FAULT rank=%d t=%d iter=0 err=%q\n", r, time.Now().UnixNano(), err.Error())
+			return 1
+		}
+		all := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem))), 2*big*w)
+		send, recv = all[:big*w], all[big*w:]
+	}
 	for i := range send {
 		send[i] = float32(r + 1)
 	}

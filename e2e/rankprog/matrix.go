@@ -113,20 +113,47 @@ type buffers struct {
 
 const garbage = 0xa5
 
+// arena hands out a call's buffers from memory this rank got from AllocShared, so that
+// collectives can read them in place (-shared). Each call starts from the arena's start;
+// a rank's offsets follow its own buffers' sizes, so they differ across ranks in the
+// rooted kinds, which the direct algorithm must cope with.
+type arena struct {
+	mem []byte
+	off int
+}
+
+// take returns n bytes of the arena (64-byte aligned), or fresh memory when it is full
+// or absent.
+func (a *arena) take(n int) []byte {
+	if a == nil || a.off+n > len(a.mem) {
+		return make([]byte, n)
+	}
+	b := a.mem[a.off : a.off+n : a.off+n]
+	a.off = (a.off + n + 63) &^ 63
+	return b
+}
+
+// arenaBytes holds the largest plan's two buffers: the large case's 4M elements of
+// float32 (16 MiB, or W times a 16/W MiB block), send and receive.
+const arenaBytes = 2*(16<<20+64<<10) + 4096
+
 // build allocates rank r's buffers for c, in NCCL's in-place or out-of-place form.
-func build(c mcase, r, w int) buffers {
+func build(c mcase, r, w int, ar *arena) buffers {
+	if ar != nil {
+		ar.off = 0
+	}
 	red := reducingKind(c.kind)
 	esz := c.dt.Size()
 	n := c.count * esz
 	in := func(elems int) []byte {
-		b := make([]byte, elems*esz)
+		b := ar.take(elems * esz)
 		for i := range elems {
 			put(c.dt, b, i, value(c.dt, c.op, red, c.seed, r, i))
 		}
 		return b
 	}
 	outb := func(size int) []byte {
-		b := make([]byte, size)
+		b := ar.take(size)
 		for i := range b {
 			b[i] = garbage
 		}
@@ -308,8 +335,18 @@ func show(dt goccl.DType, e elem) string {
 
 // runMatrix runs the plan and prints one line per wrong call and a summary; the exit
 // status is non-zero if anything was wrong or failed.
-func runMatrix(ctx context.Context, comm *goccl.Comm, cases []mcase, corrupt bool) int {
+func runMatrix(ctx context.Context, comm *goccl.Comm, cases []mcase, corrupt, shared bool) int {
 	r, w := comm.Rank(), comm.Size()
+	var ar *arena
+	if shared {
+		mem, err := comm.AllocShared(ctx, arenaBytes)
+		if err != nil {
+			fmt.Printf("MATRIX-ERROR rank=%d case=\"AllocShared\" err=%q\n", r, err.Error())
+			return 1
+		}
+		defer comm.FreeShared(ctx, mem)
+		ar = &arena{mem: mem}
+	}
 	var links []string
 	for p := range w {
 		links = append(links, fmt.Sprintf("%d:%s", p, comm.TransportOf(p)))
@@ -317,7 +354,7 @@ func runMatrix(ctx context.Context, comm *goccl.Comm, cases []mcase, corrupt boo
 	fmt.Printf("LINKS rank=%d host=%s %s\n", r, comm.Host(), strings.Join(links, " "))
 	bad := 0
 	for _, c := range cases {
-		b := build(c, r, w)
+		b := build(c, r, w, ar)
 		if err := issue(ctx, comm, c, b); err != nil {
 			fmt.Printf("MATRIX-ERROR rank=%d case=%q err=%q\n", r, c.String(), err.Error())
 			return 1
@@ -330,7 +367,8 @@ func runMatrix(ctx context.Context, comm *goccl.Comm, cases []mcase, corrupt boo
 			fmt.Printf("MATRIX-WRONG rank=%d case=%q algo=%q %s\n", r, c.String(), algoOf(comm, c), msg)
 		}
 	}
-	fmt.Printf("MATRIX rank=%d calls=%d bad=%d\n", r, len(cases), bad)
+	st := comm.Stats()
+	fmt.Printf("MATRIX rank=%d calls=%d bad=%d direct=%d\n", r, len(cases), bad, st.ByAlgo["direct"].Calls)
 	if bad > 0 {
 		return 1
 	}

@@ -8,10 +8,12 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/direct"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -45,6 +47,7 @@ type bench struct {
 	faultAt  int // the rank that corrupts its result under the fault hook
 	stageBuf []byte
 	model    algos.CostModel // --predict: the communicator's cost model (CommModel)
+	shared   bool            // -R 2 and the ranks share the buffers: large calls run direct
 }
 
 // hostBuffers are one rank's host buffers, allocated by its first report and reused by
@@ -93,6 +96,20 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options, hb *hostBuffers
 		}
 	}
 	capBytes := int(o.MaxBytes) + 8*o.Unalign
+	if !b.device && o.Register == 2 {
+		// Every rank allocates the same sizes in the same order, as AllocShared needs.
+		for _, dst := range []*transport.Buffer{&b.sendBuf, &b.recvBuf} {
+			mem, err := comm.AllocShared(ctx, max(capBytes, 1))
+			if err != nil {
+				b.free()
+				return nil, fmt.Errorf("perf: -R 2: %w", err)
+			}
+			b.frees = append(b.frees, func() { comm.FreeShared(context.WithoutCancel(ctx), mem) })
+			*dst = goccl.Host(mem[:capBytes])
+			b.shared = comm.IsShared(mem)
+		}
+		return b, nil
+	}
 	if !b.device {
 		if hb == nil {
 			hb = &hostBuffers{}
@@ -224,10 +241,24 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 	return nil
 }
 
+// direct reports whether a call of bytes reads the shared buffers in place (-R 2).
+func (b *bench) direct(bytes int64) bool {
+	if !b.shared || b.comm.DirectMin() < 0 || !(direct.Algorithm{}).Supports(b.o.Coll.Kind) {
+		return false
+	}
+	if strings.HasPrefix(b.comm.Config().Algo, direct.Name) {
+		return true
+	}
+	return int(bytes) >= b.comm.DirectMin()
+}
+
 // predict is the --predict part of a row: the model's time for the algorithm the
 // communicator runs for this call (what auto chose, or the configured one after any
 // fallback).
 func (b *bench) predict(bytes int64, measuredUs float64) Prediction {
+	if b.direct(bytes) {
+		return Prediction{Algo: direct.Name, Unpriced: true} // the model has no formula for it
+	}
 	name, _ := b.comm.Algo(b.o.Coll.Kind, int(bytes))
 	if name == "" || name == "nccl" {
 		return Prediction{} // an error, or NCCL's own collective: nothing the model prices

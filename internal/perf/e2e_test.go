@@ -84,7 +84,7 @@ func parseRows(t *testing.T, out string) []row {
 	var rows []row
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 13 || strings.HasPrefix(line, "#") {
+		if (len(f) != 13 && len(f) != 16) || strings.HasPrefix(line, "#") { // 16: with --predict
 			continue
 		}
 		size, err1 := strconv.ParseInt(f[0], 10, 64)
@@ -204,4 +204,39 @@ func TestEndToEndUsageErrors(t *testing.T) {
 	out, _, code := runPerf(t, nil, "-h")
 	require.Equal(t, ExitOK, code)
 	require.Contains(t, out, "--minbytes")
+}
+
+// TestEndToEndShared: -R 2 puts the buffers in AllocShared memory between real
+// processes over shm; the four collectives that read it in place are checked at sizes
+// below and above shm.direct_min (8 KiB here), odd ones included, every op, and the
+// predict column names direct where it ran. Over tcp the memory is not shared and the
+// header says so.
+func TestEndToEndShared(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, coll := range []string{"all_reduce", "reduce_scatter", "all_gather", "broadcast"} {
+		t.Run(coll, func(t *testing.T) {
+			out, errOut, code := runPerf(t, []string{"GOCCL_SHM_DIRECT_MIN=8K"}, coll, "--np", "3", "--transport", "shm",
+				"-b", "3", "-e", "1M", "-f", "7", "-n", "2", "-w", "1", "-c", "1", "-o", "all", "-R", "2", "--predict")
+			require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			require.Contains(t, out, "read them in place (algorithm direct)")
+			rows := parseRows(t, out)
+			require.NotEmpty(t, rows)
+			direct := 0
+			for _, r := range rows {
+				require.Equal(t, "0", r.wrongOOP, "%+v", r)
+				require.Equal(t, "0", r.wrIP, "%+v", r)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasSuffix(line, " direct") {
+					direct++
+				}
+			}
+			require.Positive(t, direct, "no row ran direct:\n%s", out)
+		})
+	}
+	out, errOut, code := runPerf(t, nil, "all_reduce", "--np", "2", "--transport", "tcp", "-b", "1M", "-e", "1M", "-n", "2", "-c", "1", "-R", "2")
+	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Contains(t, out, "not shared (not every link is shm")
 }

@@ -34,6 +34,7 @@ type Options struct {
 	CPUTime              bool
 	Average              int // 0 rank 0, 1 avg, 2 min, 3 max
 	Unalign              int
+	Register             int // -R: 2 = buffers from Comm.AllocShared (symmetric shared memory)
 	PerIter              bool
 	PerIterSkip          int
 	JSONFile             string
@@ -183,7 +184,17 @@ var optSpecs = []optSpec{
 		return err
 	}},
 	{'a', "average", "0-3", "combine times across ranks: 0 rank 0, 1 average, 2 min, 3 max [1]", intOpt(0, 3, func(o *Options) *int { return &o.Average })},
-	{'R', "local_register", "0-2", "NCCL buffer registration (not supported: 0)", zeroOnly("-R (buffer registration)")},
+	{'R', "local_register", "0-2", "buffer registration: 2 = buffers from AllocShared, which collectives read in place over shm (1, registering memory allocated elsewhere, is not supported) [0]", func(o *Options, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		switch {
+		case err != nil || n < 0 || n > 2:
+			return fmt.Errorf("%q: want 0, 1 or 2", v)
+		case n == 1:
+			return fmt.Errorf("-R 1 (registering buffers allocated elsewhere) is not supported: goccl can share only memory it allocates; use -R 2 (AllocShared, as ncclMemAlloc with a symmetric window)")
+		}
+		o.Register = n
+		return nil
+	}},
 	{'x', "cta_policy", "N", "NCCL CTA policy (not supported)", zeroOnly("-x (CTA policy)")},
 	{'D', "device_implementation", "N", "device-API kernels (not supported: 0)", zeroOnly("-D (device kernels)")},
 	{'V', "device_cta_count", "N", "CTAs for -D (not supported)", func(o *Options, v string) error {

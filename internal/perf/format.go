@@ -278,14 +278,18 @@ type Prediction struct {
 	Algo       string
 	TimeUs     float64
 	MeasuredUs float64
+	Unpriced   bool // Algo ran, but the model has no formula for it (direct)
 }
 
 // RowPredict prints the --predict columns (model time, its error against the
 // out-of-place time, the algorithm) after the halves; call it before RowEnd.
 func (r *Report) RowPredict(p Prediction) {
-	if p.Algo == "" {
+	switch {
+	case p.Algo == "":
 		r.printf("  %7s  %6s  %s", "N/A", "N/A", "none")
-	} else {
+	case p.Unpriced:
+		r.printf("  %7s  %6s  %s", "N/A", "N/A", p.Algo)
+	default:
 		errPct := math.NaN()
 		if p.MeasuredUs > 0 {
 			errPct = 100 * (p.TimeUs - p.MeasuredUs) / p.MeasuredUs
@@ -298,7 +302,7 @@ func (r *Report) RowPredict(p Prediction) {
 		js.key("algorithm")
 		js.str(p.Algo)
 		js.key("time")
-		if p.Algo == "" {
+		if p.Algo == "" || p.Unpriced {
 			js.null()
 		} else {
 			js.double(p.TimeUs)

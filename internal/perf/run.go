@@ -407,8 +407,15 @@ func (b *bench) notes(cb combo) []string {
 		picks += fmt.Sprintf(", %s at %d B", name(hi), hi)
 	}
 	exe, _ := os.Executable()
-	return []string{
+	out := []string{
 		fmt.Sprintf("goccl transport: %s (rank 0 links: %s)  algorithm: %s (%s)", t, linkSummary(c), a, picks),
 		fmt.Sprintf("goccl ranks: %d  binary: %s", c.Size(), filepath.Base(exe)),
 	}
+	switch {
+	case b.o.Register == 2 && b.shared && c.DirectMin() >= 0:
+		out = append(out, fmt.Sprintf("goccl buffers: AllocShared (-R 2), mapped by every rank: calls of %d B and more read them in place (algorithm direct)", c.DirectMin()))
+	case b.o.Register == 2:
+		out = append(out, "goccl buffers: AllocShared (-R 2), not shared (not every link is shm, or shm.direct_min is off): collectives run as on other memory")
+	}
+	return out
 }
