@@ -385,3 +385,54 @@ func signedZeros(t *testing.T, dt transport.DType, op transport.Op, want, got []
 		}
 	}
 }
+
+// TestApply3StreamMatchesApply3: the non-temporal path gives Apply3's bits at every
+// length and offset (the head before dst's 32-byte boundary, the tail after the last
+// whole block), for float32 sum and avg; other dtypes, ops and overlapping operands
+// take Apply3's path.
+func TestApply3StreamMatchesApply3(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	for _, n := range []int{0, 1, 7, 63, 64, 65, 127, 1000, 100003} {
+		for _, shift := range []int{0, 1, 3, 7} {
+			for _, dt := range []transport.DType{transport.Float32, transport.Int32, transport.Float64} {
+				for _, op := range []transport.Op{transport.Sum, transport.Avg, transport.Max} {
+					es := dt.Size()
+					mk := func() []byte {
+						b := make([]byte, (n+8)*es)[shift*es:][: n*es : n*es]
+						for i := range b {
+							b[i] = byte(rng.Uint32())
+						}
+						if dt == transport.Float32 {
+							for i := 0; i < n; i++ { // finite values: NaN payloads are not the point here
+								binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+							}
+						}
+						return b
+					}
+					a, b := mk(), mk()
+					want, got := make([]byte, n*es), mk()
+					require.NoError(t, Apply3(dt, op, want, a, b))
+					require.NoError(t, Apply3Stream(dt, op, got, a, b))
+					require.Equal(t, want, got, "n=%d shift=%d %s %s", n, shift, dt, op)
+				}
+			}
+		}
+	}
+	// dst == a (in place) streams too, at every alignment of the buffer.
+	for _, lag := range []int{0, 1, 3} {
+		buf := make([]byte, 4*1004)
+		for i := range 1004 {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(i)))
+		}
+		a := buf[4*lag : 4*lag+3996]
+		dst := a
+		b := append([]byte(nil), a...)
+		want := make([]byte, 3996)
+		require.NoError(t, Apply3(transport.Float32, transport.Sum, want, a, b))
+		require.NoError(t, Apply3Stream(transport.Float32, transport.Sum, dst, a, b))
+		require.Equal(t, want, dst, "in place, %d elements into the buffer", lag)
+	}
+	b := make([]byte, 8)
+	a := make([]byte, 8)
+	require.ErrorIs(t, Apply3Stream(transport.Float32, transport.Sum, a[:8], a[:4], b[:8]), transport.ErrInvalid)
+}

@@ -1,6 +1,8 @@
 package reduce
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/goccl/goccl/transport"
@@ -15,6 +17,9 @@ func addF32AVX2(dst, a, b *float32, n int)
 
 //go:noescape
 func addF64AVX2(dst, a, b *float64, n int)
+
+//go:noescape
+func addF32NTAVX2(dst, a, b *float32, n int)
 
 //go:noescape
 func maxF32AVX2(dst, a, b *float32, n int)
@@ -48,6 +53,21 @@ func fast32(op transport.Op, d, a, b []float32) bool {
 		return false
 	}
 	kernel3(op, d[n:], a[n:len(d)], b[n:len(d)])
+	return true
+}
+
+// stream32 is fast32 for float32 Sum/Avg with non-temporal stores (see Apply3Stream):
+// the elements before dst's first 32-byte boundary and after the last whole 128-byte
+// block go through Go. It reports false when it did nothing.
+func stream32(op transport.Op, d, a, b []float32) bool {
+	if !useAVX2 || (op != transport.Sum && op != transport.Avg) || len(d) < 64 {
+		return false
+	}
+	head := int((32-uintptr(unsafe.Pointer(&d[0]))%32)%32) / 4
+	n := (len(d) - head) &^ 31
+	kernel3(op, d[:head], a[:head], b[:head])
+	addF32NTAVX2(&d[head], &a[head], &b[head], n)
+	kernel3(op, d[head+n:], a[head+n:len(d)], b[head+n:len(d)])
 	return true
 }
 

@@ -90,3 +90,42 @@ loop4:
 done64:
 	VZEROUPPER
 	RET
+
+// func addF32NTAVX2(dst, a, b *float32, n int)
+// dst[i] = a[i] + b[i] for i < n with non-temporal stores: the result goes to memory
+// without first reading dst's lines into the cache (no read-for-ownership), for an
+// output nobody reads again soon. n is a multiple of 32, dst is 32-byte aligned; dst
+// may equal a or b (each 128-byte block is loaded before it is stored) but not partly
+// overlap them. Ends with SFENCE, so the stores are ordered before whatever publishes
+// them.
+TEXT ·addF32NTAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+ntloop:
+	CMPQ     CX, $32
+	JB       ntdone
+	VMOVUPS  (SI), Y0
+	VMOVUPS  32(SI), Y1
+	VMOVUPS  64(SI), Y2
+	VMOVUPS  96(SI), Y3
+	VADDPS   (DX), Y0, Y0
+	VADDPS   32(DX), Y1, Y1
+	VADDPS   64(DX), Y2, Y2
+	VADDPS   96(DX), Y3, Y3
+	VMOVNTPS Y0, (DI)
+	VMOVNTPS Y1, 32(DI)
+	VMOVNTPS Y2, 64(DI)
+	VMOVNTPS Y3, 96(DI)
+	ADDQ     $128, SI
+	ADDQ     $128, DX
+	ADDQ     $128, DI
+	SUBQ     $32, CX
+	JMP      ntloop
+
+ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
