@@ -156,6 +156,9 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	c.directMin = -1
 	if o, err := shm.ParseOptions(cfg.Params); err == nil {
 		c.directMin = o.DirectMin
+		if c.directMin == 0 {
+			c.directMin = shm.DirectMinFor(cfg.WorldSize)
+		}
 	}
 	c.initOpCtx()
 	c.log = newLogger(cfg, c.rank)

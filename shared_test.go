@@ -89,7 +89,7 @@ func directCalls(c *goccl.Comm) uint64 { return c.Stats().ByAlgo["direct"].Calls
 // TestAllocSharedAllReduce: goroutine ranks over real shm windows, every buffer at a
 // different offset on every rank, sizes 1 to 256K+3 elements (odd, not divisible by the
 // world), with shm.direct_min 0 (every call reads in place) and at the default (only
-// calls of 64 KiB and more do).
+// calls of shm.DirectMinFor(w) bytes and more do: 256 KiB at 2 ranks, 64 KiB beyond).
 func TestAllocSharedAllReduce(t *testing.T) {
 	for _, w := range []int{2, 3, 4} {
 		for _, min := range []string{"0", ""} {
@@ -102,7 +102,7 @@ func TestAllocSharedAllReduce(t *testing.T) {
 				want := uint64(0)
 				for _, count := range []int{1, 7, 13, 1000, 1<<18 + 3} {
 					sharedAllReduce(t, comms, count, func(r int) int { return 64 * r })
-					if min == "0" || 4*count >= 64<<10 {
+					if min == "0" || 4*count >= shm.DirectMinFor(w) {
 						want += 6 // three ops, in and out of place
 					}
 					for r, c := range comms {

@@ -33,7 +33,7 @@
 //	shm.chunk_bytes      64K                    pipelining unit
 //	shm.spin             50us                   poll this long before sleeping
 //	shm.dir              /dev/shm
-//	shm.direct_min       64K                    smallest collective read in place (off: never)
+//	shm.direct_min       256K (2 ranks), 64K    smallest collective read in place (off: never)
 //
 // Windows (CreateWindow, OpenWindow) are the memory behind goccl's Comm.AllocShared: one
 // file per rank and allocation, named after the communicator like the segments (so

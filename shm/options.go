@@ -67,10 +67,11 @@ type Options struct {
 	// on this rank's core runs at once instead of after the spin (BENCHMARKS.md, "Speed").
 	Spin time.Duration
 	// DirectMin is the smallest collective that reads peers' buffers directly when every
-	// rank's buffers are in memory from Comm.AllocShared ("shm.direct_min", default
-	// 64 KiB; "off" never does): below it the three hand-shakes such a collective
-	// makes cost more than the copies through the ring it saves. ParseOptions turns
-	// "off" into -1 and "0" (every non-empty collective) into 1.
+	// rank's buffers are in memory from Comm.AllocShared ("shm.direct_min"; "off" never
+	// does): below it the three hand-shakes such a collective makes cost more than the
+	// copies through the ring it saves. Unset (0), the communicator picks by its size
+	// (DirectMinFor); ParseOptions turns "off" into -1 and "0" (every non-empty
+	// collective) into 1.
 	DirectMin int
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).
@@ -85,7 +86,6 @@ const (
 	defaultChunkBytes    = 64 << 10
 	defaultSingleCopyMin = 32 << 20
 	defaultSpin          = 50 * time.Microsecond
-	defaultDirectMin     = 64 << 10
 	directOff            = -1
 
 	minRingBytes  = 64 << 10
@@ -198,9 +198,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Spin == 0 {
 		o.Spin = defaultSpin
 	}
-	if o.DirectMin == 0 {
-		o.DirectMin = defaultDirectMin
-	}
+
 	if o.Spin < 0 {
 		o.Spin = 0
 	}
@@ -213,6 +211,17 @@ func (o Options) withDefaults() (Options, error) {
 			transport.ErrInvalid, o.ChunkBytes, chunkAlign, minChunkBytes, o.RingBytes/2)
 	}
 	return o, nil
+}
+
+// DirectMinFor is shm.direct_min's default for a communicator of world ranks, measured
+// on the 2-core development VM (BENCHMARKS.md, "Speed", 11): at 2 ranks the direct
+// algorithm ties the ring at 64-128 KiB and wins from 256 KiB; at 4 ranks, where the
+// ring takes 2(W-1) steps, it wins from 64 KiB and loses at 16 KiB.
+func DirectMinFor(world int) int {
+	if world <= 2 {
+		return 256 << 10
+	}
+	return 64 << 10
 }
 
 // oversubscribed reports whether ranks outnumber the CPUs they may use, given the
