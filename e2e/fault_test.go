@@ -31,11 +31,11 @@ type faultCombo struct {
 }
 
 func (c faultCombo) String() string {
-	s := fmt.Sprintf("%s/W%d/%s", c.transport, c.world, c.kind)
+	tr := c.transport
 	if c.shared {
-		s += "/shared"
+		tr += "-shared" // its own line in the report
 	}
-	return s
+	return fmt.Sprintf("%s/W%d/%s", tr, c.world, c.kind)
 }
 
 // trial is the outcome of one kill.
