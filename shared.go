@@ -76,8 +76,10 @@ func (c *Comm) AllocShared(ctx context.Context, n int) ([]byte, error) {
 	shared, err := c.agreeShare(ctx, "create its window", index, n, state, ownErr)
 	if err != nil || !shared {
 		if own != nil {
-			_ = own.Unlink()
 			_ = own.Close()
+		}
+		if can {
+			shm.RemoveWindows(dir, c.id, index, c.size) // ours, and any a failed peer left
 		}
 		if err != nil {
 			return nil, err
@@ -103,13 +105,15 @@ func (c *Comm) AllocShared(ctx context.Context, n int) ([]byte, error) {
 		a.views[r] = w.Bytes()
 	}
 	_, err = c.agreeShare(ctx, "map its peers' windows", index, n, state, ownErr)
-	uerr := own.Unlink() // every rank has mapped it, or gives up on it
-	if err == nil && uerr != nil {
-		err = fmt.Errorf("goccl: rank %d: AllocShared: %w", c.rank, uerr)
-	}
 	if err != nil {
 		_ = a.close()
+		shm.RemoveWindows(dir, c.id, index, c.size) // a peer that died may have left its own
 		return nil, err
+	}
+	if err := own.Unlink(); err != nil { // every rank has mapped it
+		// The peers have installed the allocation, so this rank must too; the name
+		// stays for the launcher's sweep.
+		c.log.Warn("AllocShared: cannot remove the window's name", "subsys", "INIT", "err", err)
 	}
 	c.install(a, true)
 	return a.mem, nil

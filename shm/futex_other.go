@@ -39,3 +39,6 @@ func (w *Window) Unlink() error { return nil }
 
 // Close does nothing off Linux.
 func (w *Window) Close() error { return nil }
+
+// RemoveWindows does nothing off Linux.
+func RemoveWindows(dir, commID string, index, world int) {}

@@ -121,3 +121,15 @@ func (w *Window) Close() error {
 	}
 	return nil
 }
+
+// RemoveWindows removes the names of allocation index of every rank of a world, for
+// ranks that give up on the allocation (a peer failed or died before removing its own):
+// nobody opens them afterwards, and mappings stay valid. Missing names are not errors.
+func RemoveWindows(dir, commID string, index, world int) {
+	if dir == "" {
+		dir = defaultDir
+	}
+	for r := range world {
+		_ = unix.Unlink(filepath.Join(dir, windowName(commID, index, r)))
+	}
+}
