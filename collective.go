@@ -122,7 +122,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		finish(false)
 		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
-	if alg.Name() == direct.Name || c.directFirst(k, algos.Bytes(k.kind, k.count, k.dt, c.size)) {
+	if alg == directAlgo || c.shared.live > 0 && c.directFirst(k, algos.Bytes(k.kind, k.count, k.dt, c.size)) {
 		err := direct.Algorithm{}.Run(ctx, peers, a)
 		switch {
 		case err == nil:
@@ -134,7 +134,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		case !errors.Is(err, direct.ErrNotShared):
 			finish(false)
 			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, direct.Name, err)
-		case alg.Name() == direct.Name: // configured, but some rank's buffers are not shared
+		case alg == directAlgo: // configured, but some rank's buffers are not shared
 			if alg, err = algos.Lookup("ring"); err != nil {
 				finish(false)
 				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)

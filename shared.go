@@ -286,6 +286,10 @@ func (p *opPeers) PeerView(r, alloc, off, n int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: rank %d names shared allocation #%d, which this rank does not have", transport.ErrProtocol, r, alloc)
 }
 
+// directAlgo is the registered direct algorithm, compared by value: cheaper on every
+// call than its name.
+var directAlgo algos.Algorithm = direct.Algorithm{}
+
 // directFirst reports whether a collective of bytes that the config leaves to auto
 // should try the direct algorithm first: shared memory exists, and the call is large
 // enough to gain.
