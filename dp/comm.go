@@ -26,3 +26,10 @@ type Collectives interface {
 	AllGather(ctx context.Context, send, recv transport.Buffer, count int, dt transport.DType) Pending
 	Broadcast(ctx context.Context, send, recv transport.Buffer, count int, dt transport.DType, root int) Pending
 }
+
+// SharedAllocator is an optional Collectives ability: memory every rank of the host maps
+// (goccl's Comm.AllocShared and FreeShared, both collective), for Options.SharedMemory.
+type SharedAllocator interface {
+	AllocShared(ctx context.Context, n int) ([]byte, error)
+	FreeShared(ctx context.Context, b []byte) error
+}

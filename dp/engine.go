@@ -2,6 +2,7 @@ package dp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,6 +47,14 @@ type Options struct {
 	LossScaleWindow int
 	// Device holds the buffers (nil: a new Host).
 	Device Device
+	// SharedMemory puts the full gradient and parameter buffers (DDP's and ZeRO-1's
+	// gradients, the parameters up to ZeRO-2) in memory from the communicator's
+	// AllocShared, so that their collectives read each other's buffers in place when
+	// every link is shm (goccl's direct algorithm; over other transports the memory is
+	// ordinary and nothing changes). New and Close are then collective: every rank calls
+	// them, in the same order. It needs the host device and a communicator that can
+	// allocate shared memory (New's, or Collectives with AllocShared and FreeShared).
+	SharedMemory bool
 	// Trace, when set, is called for every gradient or parameter collective the
 	// Engine issues and completes (from other goroutines too: keep it cheap and safe).
 	Trace func(Event)
@@ -76,6 +85,7 @@ type Engine struct {
 	aliased     bool            // float32: the working parameters are the master weights
 
 	params, grads, master, m, v transport.Buffer
+	shared                      []transport.Buffer // from SharedAllocator.AllocShared: Close frees them
 
 	// transient, per unit
 	bucket   []transport.Buffer // ZeRO-2/3 gradient buckets, DDP compression buffers
@@ -118,7 +128,7 @@ func NewOn(ctx context.Context, coll Collectives, params []Spec, o Options) (*En
 	if err := e.checkRanks(ctx, params); err != nil {
 		return nil, err
 	}
-	if err := e.allocate(); err != nil {
+	if err := e.allocate(ctx); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -215,8 +225,15 @@ func parsePrecision(s string) (transport.DType, error) {
 // allocate makes the persistent buffers for the stage: full or shard, per the seeds'
 // table (DDP keeps everything, ZeRO-1 shards master and moments, ZeRO-2 also the
 // gradients, ZeRO-3 also the parameters).
-func (e *Engine) allocate() error {
+func (e *Engine) allocate(ctx context.Context) error {
 	l, st := e.lay, e.o.Stage
+	sa, _ := e.coll.(SharedAllocator)
+	if e.o.SharedMemory {
+		if _, host := e.dev.(*Host); !host || sa == nil {
+			return fmt.Errorf("dp: rank %d: %w: SharedMemory needs the host device (have %s) and a communicator with AllocShared (dp.New's)",
+				e.rank, transport.ErrInvalid, e.dev)
+		}
+	}
 	pn, gn, on := l.full, l.full, l.full
 	if st >= 1 {
 		on = l.shard
@@ -228,27 +245,46 @@ func (e *Engine) allocate() error {
 		pn = l.shard
 	}
 	var err error
-	alloc := func(b *transport.Buffer, dt transport.DType, n int, what string) {
-		if err == nil {
+	alloc := func(b *transport.Buffer, dt transport.DType, n int, what string, full bool) {
+		switch {
+		case err != nil:
+		case full && e.o.SharedMemory && n > 0:
+			// Collective, and first: every rank reaches these calls alike.
+			var mem []byte
+			if mem, err = sa.AllocShared(ctx, n*dt.Size()); err != nil {
+				err = fmt.Errorf("dp: rank %d: allocate %s (%d x %s) in shared memory: %w", e.rank, what, n, dt, err)
+				return
+			}
+			*b = transport.HostBuffer(mem)
+			e.shared = append(e.shared, *b)
+		default:
 			if *b, err = e.dev.Alloc(dt, n); err != nil {
 				err = fmt.Errorf("dp: rank %d: allocate %s (%d x %s) on %s: %w", e.rank, what, n, dt, e.dev, err)
 			}
 		}
 	}
-	alloc(&e.params, e.pt, pn, "parameters")
-	alloc(&e.grads, e.pt, gn, "gradients")
+	alloc(&e.params, e.pt, pn, "parameters", st < 3)
+	alloc(&e.grads, e.pt, gn, "gradients", st < 2)
 	if !e.aliased {
-		alloc(&e.master, transport.Float32, on, "master weights")
+		alloc(&e.master, transport.Float32, on, "master weights", false)
 	}
-	alloc(&e.m, transport.Float32, on, "first moments")
-	alloc(&e.v, transport.Float32, on, "second moments")
+	alloc(&e.m, transport.Float32, on, "first moments", false)
+	alloc(&e.v, transport.Float32, on, "second moments", false)
 	return err
 }
 
 // Close frees the Engine's buffers. The Engine must not be used afterwards.
 func (e *Engine) Close() error {
+	isShared := func(b transport.Buffer) bool {
+		for _, s := range e.shared {
+			if transport.Same(s, b) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, b := range []*transport.Buffer{&e.params, &e.grads, &e.master, &e.m, &e.v} {
-		if b.Len() > 0 {
+		if b.Len() > 0 && !isShared(*b) {
 			e.dev.Free(*b)
 		}
 		*b = transport.Buffer{}
@@ -257,7 +293,16 @@ func (e *Engine) Close() error {
 		e.freeBucket(u)
 		e.freeGathered(u)
 	}
-	return nil
+	var errs []error
+	if sa, ok := e.coll.(SharedAllocator); ok {
+		for _, b := range e.shared {
+			if err := sa.FreeShared(context.Background(), b.Bytes()); err != nil {
+				errs = append(errs, fmt.Errorf("dp: rank %d: free shared memory: %w", e.rank, err))
+			}
+		}
+	}
+	e.shared = nil
+	return errors.Join(errs...)
 }
 
 // broadcastInit assembles rank 0's initial values in fp32, broadcasts them, and keeps

@@ -31,6 +31,13 @@ func (g gocclComm) Broadcast(ctx context.Context, send, recv transport.Buffer, c
 	return g.c.BroadcastAsync(ctx, send, recv, count, dt, root)
 }
 
+// AllocShared and FreeShared make the adapter a SharedAllocator.
+func (g gocclComm) AllocShared(ctx context.Context, n int) ([]byte, error) {
+	return g.c.AllocShared(ctx, n)
+}
+
+func (g gocclComm) FreeShared(ctx context.Context, b []byte) error { return g.c.FreeShared(ctx, b) }
+
 // TraceSpan puts dp's bucket and ZeRO spans on the communicator's timeline.
 func (g gocclComm) TraceSpan(cat, name string, args map[string]any) func() {
 	return g.c.TraceSpan(cat, name, args)

@@ -17,19 +17,27 @@ import (
 
 // ranks returns world goroutine-rank communicators (goccl.InitLocal: the in-process
 // transport), closed when the test ends.
-func ranks(t *testing.T, world int) []dp.Collectives {
+func ranks(t *testing.T, world int, opts ...goccl.Option) []dp.Collectives {
+	t.Helper()
+	out, _ := ranksComms(t, world, opts...)
+	return out
+}
+
+// ranksComms is ranks, also returning the communicators.
+func ranksComms(t *testing.T, world int, opts ...goccl.Option) ([]dp.Collectives, []*goccl.Comm) {
 	t.Helper()
 	// A name per call: goccl numbers communicators per (store address, name, rank), and
 	// a new MemStore may reuse a collected one's address (see .proposals/dp.md).
 	name := fmt.Sprintf("dp-test-%d", worlds.Add(1))
-	comms, err := goccl.InitLocal(testCtx(t), world, goccl.WithTimeout(30*time.Second), goccl.WithName(name))
+	opts = append([]goccl.Option{goccl.WithTimeout(30 * time.Second), goccl.WithName(name)}, opts...)
+	comms, err := goccl.InitLocal(testCtx(t), world, opts...)
 	require.NoError(t, err)
 	out := make([]dp.Collectives, world)
 	for r, c := range comms {
 		t.Cleanup(func() { c.Close() })
 		out[r] = dp.Comm(c)
 	}
-	return out
+	return out, comms
 }
 
 var worlds atomic.Int64
@@ -60,14 +68,23 @@ type run struct {
 	world, batch, accum, steps, stage int
 	dims                              []int
 	precision, compress               string
-	bucket                            int // first and later bucket cap in bytes (0: defaults)
+	bucket                            int            // first and later bucket cap in bytes (0: defaults)
+	shared                            bool           // shm links and Options.SharedMemory, direct at every size
+	comms                             *[]*goccl.Comm // where train puts its communicators, when set
 }
 
 // train runs cfg and returns, per step, every rank's parameter snapshot and the losses.
 func train(t *testing.T, cfg run) (snaps [][][][]float32, losses [][]float64, mems []dp.Memory) {
 	t.Helper()
 	ctx := testCtx(t)
-	comms := ranks(t, cfg.world)
+	var opts []goccl.Option
+	if cfg.shared {
+		opts = []goccl.Option{goccl.WithTransport("shm"), goccl.WithParam("shm.direct_min", "0")}
+	}
+	comms, gcomms := ranksComms(t, cfg.world, opts...)
+	if cfg.comms != nil {
+		*cfg.comms = gcomms
+	}
 	data, err := mlp.NewSynthetic(cfg.dims[0], cfg.dims[len(cfg.dims)-1], 7)
 	require.NoError(t, err)
 	snaps = make([][][][]float32, cfg.steps) // step, rank, param, values
@@ -85,7 +102,8 @@ func train(t *testing.T, cfg run) (snaps [][][][]float32, losses [][]float64, me
 		hp := dp.DefaultAdamW()
 		hp.LR = 1e-2
 		eng, err := dp.NewOn(ctx, comms[r], model.Specs(42), dp.Options{Stage: cfg.stage, Precision: cfg.precision,
-			AccumSteps: cfg.accum, Compress: cfg.compress, FirstBucketBytes: cfg.bucket, BucketBytes: cfg.bucket, AdamW: &hp})
+			AccumSteps: cfg.accum, Compress: cfg.compress, FirstBucketBytes: cfg.bucket, BucketBytes: cfg.bucket, AdamW: &hp,
+			SharedMemory: cfg.shared})
 		if err != nil {
 			return err
 		}

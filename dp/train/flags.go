@@ -13,7 +13,7 @@ import (
 const Usage = `usage: goccl train [--np N | --local N] [--zero 0|1|2|3] [--steps 200] [--batch 32] [--accum 1]
                    [--dims 512,1024,1024,1024,10] [--data file.csv] [--precision fp32|bf16|fp16]
                    [--compress bf16|fp16] [--lr 1e-3] [--bucket-mb 25] [--first-bucket-mb 1]
-                   [--log-every 10] [--warmup 3] [--seed 1] [--bench] [--tsv] [--device cpu|cuda]
+                   [--log-every 10] [--warmup 3] [--seed 1] [--bench] [--tsv] [--device cpu|cuda] [--shared]
 
 Trains an MLP classifier (Linear+ReLU layers, softmax cross-entropy, AdamW) with DDP
 (--zero 0) or ZeRO stage 1, 2 or 3, on a deterministic synthetic data set or a CSV file
@@ -22,6 +22,8 @@ effective batch is ranks x batch x accum. Prints the loss, step time, communicat
 and the share of it hidden behind computation, and each rank's memory next to the seeds'
 formula. --bench also times DDP steps with synchronisation off (like PyTorch's no_sync),
 so that exposed communication = step - no-sync step. --tsv prints one summary line.
+--shared allocates the gradients and parameters with the communicator's AllocShared, so
+that over shm their collectives read each other's memory in place (dp.Options.SharedMemory).
 --device cuda keeps parameters, gradients, optimizer state and activations in GPU memory
 (one GPU per rank, round-robin when ranks outnumber GPUs), with NVRTC-compiled kernels
 and cuBLAS; GOCCL_CUDA_LIB, GOCCL_CUDA_DRIVER, GOCCL_CUDA_NVRTC and GOCCL_CUDA_CUBLAS
@@ -33,6 +35,7 @@ type options struct {
 	stage, steps, batch, accum int
 	dims                       []int
 	data, precision, compress  string
+	shared                     bool
 	device                     string
 	params                     map[string]string // the configuration's Params (library paths for --device cuda)
 	lr                         float64
@@ -56,6 +59,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.data, "data", "", "")
 	fs.StringVar(&o.precision, "precision", "fp32", "")
 	fs.StringVar(&o.compress, "compress", "", "")
+	fs.BoolVar(&o.shared, "shared", false, "")
 	fs.Float64Var(&o.lr, "lr", 1e-3, "")
 	fs.Float64Var(&o.bucketMB, "bucket-mb", 25, "")
 	fs.Float64Var(&o.firstMB, "first-bucket-mb", 1, "")

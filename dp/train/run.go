@@ -156,7 +156,7 @@ func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) e
 	}
 	hp := dp.DefaultAdamW()
 	hp.LR = float32(o.lr)
-	opts := dp.Options{Stage: o.stage, Precision: o.precision, Compress: o.compress,
+	opts := dp.Options{Stage: o.stage, Precision: o.precision, Compress: o.compress, SharedMemory: o.shared,
 		AccumSteps: o.accum, AdamW: &hp, BucketBytes: int(o.bucketMB * (1 << 20)), FirstBucketBytes: int(o.firstMB * (1 << 20))}
 	coll := dp.Comm(comm)
 	var gpu *dpcuda.Device
