@@ -2,8 +2,8 @@
 // MPI do for distributed training. A Comm links a group of ranks (processes, or
 // goroutines in tests) and runs AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
 // Gather, Scatter, AllToAll, Barrier and Send/Recv over any registered transport (tcp,
-// shm, rdma, nccl, inmem) with any registered algorithm (ring, tree, naive), chosen by
-// configuration.
+// shm, rdma, nccl, inmem) with any registered algorithm (ring, tree, naive, rd, hier,
+// direct), chosen by configuration or by a cost model ("auto").
 //
 //	comm, err := goccl.Init(ctx, goccl.FromEnv())
 //	if err != nil { ... }
@@ -22,4 +22,9 @@
 // float32 and round to nearest even once per step. Operations on one Comm run in issue
 // order; the ...Async variants return a *Work to overlap computation. After a failure
 // the Comm is unusable (every call returns the first error), as with NCCL.
+//
+// Memory from AllocShared is mapped by every rank of the host (over shm links): large
+// AllReduce, ReduceScatter, AllGather and Broadcast calls whose buffers all lie in it
+// read the peers' buffers in place (algorithm "direct", package algos/direct) instead of
+// copying through the transport.
 package goccl
