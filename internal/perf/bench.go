@@ -96,6 +96,9 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options, hb *hostBuffers
 		}
 	}
 	capBytes := int(o.MaxBytes) + 8*o.Unalign
+	if b.device && o.Register == 2 {
+		return nil, fmt.Errorf("perf: %w: -R 2 allocates host memory that the ranks share (AllocShared); it does not combine with --device cuda", transport.ErrInvalid)
+	}
 	if !b.device && o.Register == 2 {
 		// Every rank allocates the same sizes in the same order, as AllocShared needs.
 		for _, dst := range []*transport.Buffer{&b.sendBuf, &b.recvBuf} {
