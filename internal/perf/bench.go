@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/goccl/goccl"
@@ -249,7 +248,7 @@ func (b *bench) direct(bytes int64) bool {
 	if !b.shared || b.comm.DirectMin() < 0 || !(direct.Algorithm{}).Supports(b.o.Coll.Kind) {
 		return false
 	}
-	if strings.HasPrefix(b.comm.Config().Algo, direct.Name) {
+	if b.comm.Config().Algo == direct.Name {
 		return true
 	}
 	return int(bytes) >= b.comm.DirectMin()

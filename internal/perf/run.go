@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/direct"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -412,6 +413,8 @@ func (b *bench) notes(cb combo) []string {
 		fmt.Sprintf("goccl ranks: %d  binary: %s", c.Size(), filepath.Base(exe)),
 	}
 	switch {
+	case b.o.Register == 2 && b.shared && a == direct.Name:
+		out = append(out, "goccl buffers: AllocShared (-R 2), mapped by every rank: every call reads them in place (algorithm direct)")
 	case b.o.Register == 2 && b.shared && c.DirectMin() >= 0:
 		out = append(out, fmt.Sprintf("goccl buffers: AllocShared (-R 2), mapped by every rank: calls of %d B and more read them in place (algorithm direct)", c.DirectMin()))
 	case b.o.Register == 2:
