@@ -134,8 +134,8 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		case !errors.Is(err, direct.ErrNotShared):
 			finish(false)
 			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, direct.Name, err)
-		case alg == directAlgo: // configured, but some rank's buffers are not shared
-			if alg, err = algos.Lookup("ring"); err != nil {
+		case alg == directAlgo: // configured, but some rank's buffers are not shared: ring, or its fallback
+			if alg, _, err = algos.Resolve("ring", k.kind, algos.Bytes(k.kind, k.count, k.dt, c.size), c.size, c.sel.Load().model); err != nil {
 				finish(false)
 				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 			}

@@ -24,7 +24,8 @@
 // the Comm is unusable (every call returns the first error), as with NCCL.
 //
 // Memory from AllocShared is mapped by every rank of the host (over shm links): large
-// AllReduce, ReduceScatter, AllGather and Broadcast calls whose buffers all lie in it
+// AllReduce, ReduceScatter, AllGather, Broadcast, Scatter and AllToAll calls
+// whose buffers all lie in it
 // read the peers' buffers in place (algorithm "direct", package algos/direct) instead of
 // copying through the transport.
 package goccl

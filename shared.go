@@ -41,7 +41,8 @@ func (a *sharedAlloc) close() error {
 // of this host: every rank calls it, in the same order relative to its other collective
 // calls, with the same n (MPI_Win_allocate_shared; NCCL's ncclMemAlloc with a symmetric
 // window). When every rank's send and receive buffers of an AllReduce, ReduceScatter,
-// AllGather or Broadcast of at least shm.direct_min bytes lie in such memory (anywhere
+// AllGather, Broadcast, Scatter or AllToAll (the buffers that peers read: see
+// algos/direct) of at least shm.direct_min bytes lie in such memory (anywhere
 // in it, and not necessarily at the same offset on every rank), the collective reads the
 // peers' buffers directly (algorithm "direct", see algos/direct) unless the config names
 // another algorithm for that call: one copy or reduce per byte instead of the ring's

@@ -114,7 +114,8 @@ func TestAllocSharedAllReduce(t *testing.T) {
 	}
 }
 
-// TestAllocSharedOtherCollectives checks ReduceScatter, AllGather and Broadcast on
+// TestAllocSharedOtherCollectives checks ReduceScatter, AllGather and Broadcast (the
+// rest are in the real-process matrix, e2e.TestMatrixShared) on
 // shared memory against serial references, in place and not, at 3 ranks.
 func TestAllocSharedOtherCollectives(t *testing.T) {
 	const w = 3

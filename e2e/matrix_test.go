@@ -68,9 +68,9 @@ func TestMatrix(t *testing.T) {
 }
 
 // TestMatrixShared runs the matrix with every buffer in memory from AllocShared over shm,
-// so that AllReduce, ReduceScatter, AllGather and Broadcast read the peers' buffers in
-// place (shm.direct_min 0: at every size), between real processes; the other
-// collectives run as usual on the same memory. Every rank must report direct calls.
+// so that every collective but Reduce, Gather, Barrier and SendRecv reads the peers'
+// buffers in place (shm.direct_min 0: at every size), between real processes; those run
+// as usual on the same memory. Every rank must report direct calls.
 func TestMatrixShared(t *testing.T) {
 	worlds := []int{2, 3, 4}
 	if testing.Short() {

@@ -30,9 +30,13 @@ func (Algorithm) Name() string { return Name }
 // Supports reports the collectives that gain from reading in place.
 func (Algorithm) Supports(k transport.Kind) bool {
 	switch k {
-	case transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather, transport.KindBroadcast:
+	case transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather, transport.KindBroadcast,
+		transport.KindScatter, transport.KindAllToAll:
 		return true
 	}
+	// Not Gather: its root would copy every input itself, one after another, where the
+	// other algorithms have the senders copy in parallel (measured 1.3-6x slower up to
+	// 4 MiB). Not Reduce: the root alone would do every reduction.
 	return false
 }
 
@@ -66,7 +70,7 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 		return err
 	}
 	if !(Algorithm{}).Supports(a.Kind) {
-		return fmt.Errorf("direct: %w: %s (direct implements allreduce, reducescatter, allgather, broadcast)", transport.ErrNotSupported, a.Kind)
+		return fmt.Errorf("direct: %w: %s (direct implements allreduce, reducescatter, allgather, broadcast, scatter, alltoall)", transport.ErrNotSupported, a.Kind)
 	}
 	if w == 1 {
 		return algos.RunLocal(a)
@@ -92,6 +96,10 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 		err = r.allGather(ctx)
 	case transport.KindBroadcast:
 		err = r.broadcast(ctx)
+	case transport.KindScatter:
+		err = r.scatter(ctx)
+	case transport.KindAllToAll:
+		err = r.allToAll(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("direct: %s: %w", a.Kind, err)
@@ -157,7 +165,13 @@ func usable(a *algos.Args, descs []desc) bool {
 			if d.sendAlloc < 0 {
 				return false
 			}
-		case transport.KindBroadcast:
+		case transport.KindAllToAll:
+			// In place, a rank would overwrite blocks of its input that peers are still
+			// reading: such a call takes the other path on every rank.
+			if d.sendAlloc < 0 || d.sendAlloc == d.recvAlloc && d.sendOff == d.recvOff {
+				return false
+			}
+		case transport.KindBroadcast, transport.KindScatter: // everyone reads the root's input
 			if r == a.Root && d.sendAlloc < 0 {
 				return false
 			}
@@ -294,5 +308,28 @@ func (r *run) broadcast(ctx context.Context) error {
 		return err
 	}
 	algos.CopyDistinct(r.a.Recv[:n], src)
+	return everyPeer(ctx, r.p, phaseExit, nil, nil)
+}
+
+func (r *run) scatter(ctx context.Context) error {
+	n := r.a.Count * r.a.DType.Size()
+	src, err := r.send(r.a.Root, r.rank*n, n)
+	if err != nil {
+		return err
+	}
+	algos.CopyDistinct(r.a.Recv[:n], src)
+	return everyPeer(ctx, r.p, phaseExit, nil, nil)
+}
+
+func (r *run) allToAll(ctx context.Context) error {
+	n := r.a.Count * r.a.DType.Size()
+	for i := range r.w {
+		peer := (r.rank + i) % r.w
+		src, err := r.send(peer, r.rank*n, n)
+		if err != nil {
+			return err
+		}
+		copy(r.a.Recv[peer*n:(peer+1)*n], src)
+	}
 	return everyPeer(ctx, r.p, phaseExit, nil, nil)
 }

@@ -8,8 +8,9 @@
 // done so, copies the other W-1 finished slices from the peers' outputs. Per byte of the
 // vector a rank moves (3W-1)/W bytes through memory, 2.5 at two ranks, against 4.5 for
 // the ring through a shared ring buffer (a copy in and a copy or reduce out at each of
-// its 2(W-1)/W steps). ReduceScatter is the first half, AllGather the second, Broadcast
-// a copy from the root's input.
+// its 2(W-1)/W steps). ReduceScatter is the first half, AllGather the second; Broadcast
+// and Scatter copy from the root's input, AllToAll copies every peer's block for this
+// rank (not in place: a rank would overwrite what its peers still read).
 //
 // The ranks hand-shake three times (AllReduce; twice for the others), each a message to
 // every peer: at entry they swap where their buffers are, and every rank applies the
