@@ -131,18 +131,23 @@ const (
 // whether all ranks share it; an error, on every rank, when a rank failed or the sizes
 // differ.
 func (c *Comm) agreeShare(ctx context.Context, step string, index, n int, state int64, ownErr error) (bool, error) {
-	mine := []int64{state, int64(n)}
-	all := make([]int64, 2*c.size)
-	if err := c.AllGather(ctx, HostSlice(mine), HostSlice(all), 2, Int64); err != nil {
+	mine := []int64{state, int64(n), int64(index)}
+	all := make([]int64, 3*c.size)
+	if err := c.AllGather(ctx, HostSlice(mine), HostSlice(all), 3, Int64); err != nil {
 		return false, fmt.Errorf("goccl: rank %d: AllocShared #%d: %w", c.rank, index, err)
 	}
 	shared := true
 	for r := range c.size {
-		if all[2*r+1] != int64(n) {
+		if all[3*r+1] != int64(n) {
 			return false, fmt.Errorf("goccl: rank %d: AllocShared #%d: %w: rank %d asked for %d bytes, rank %d for %d (every rank passes the same size)",
-				c.rank, index, transport.ErrMismatch, c.rank, n, r, all[2*r+1])
+				c.rank, index, transport.ErrMismatch, c.rank, n, r, all[3*r+1])
 		}
-		switch all[2*r] {
+		if all[3*r+2] != int64(index) {
+			// Concurrent AllocShared calls on one communicator paired different calls.
+			return false, fmt.Errorf("goccl: rank %d: AllocShared: %w: this rank's call #%d met rank %d's #%d (call AllocShared from one goroutine, in the same order on every rank)",
+				c.rank, transport.ErrMismatch, index, r, all[3*r+2])
+		}
+		switch all[3*r] {
 		case shareFailed:
 			if r == c.rank {
 				return false, fmt.Errorf("goccl: rank %d: AllocShared #%d of %d bytes: %w", c.rank, index, n, ownErr)
