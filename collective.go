@@ -96,7 +96,8 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 	if !k.op.Valid() {
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown op %d (valid: sum, prod, max, min, avg)", c.rank, k.kind, transport.ErrInvalid, k.op)
 	}
-	alg, reason, err := c.sel.Load().pick(k.kind, algos.Bytes(k.kind, k.count, k.dt, c.size), c.size, c.offload)
+	bytes := algos.Bytes(k.kind, k.count, k.dt, c.size)
+	alg, reason, err := c.sel.Load().pick(k.kind, bytes, c.size, c.offload)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 	}
@@ -122,7 +123,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		finish(false)
 		return fmt.Errorf("goccl: rank %d: %w", c.rank, err)
 	}
-	if alg == directAlgo || c.shared.live > 0 && c.directFirst(k, algos.Bytes(k.kind, k.count, k.dt, c.size)) {
+	if alg == directAlgo || c.shared.live > 0 && c.directFirst(k, bytes) {
 		err := direct.Algorithm{}.Run(ctx, peers, a)
 		switch {
 		case err == nil:
@@ -135,7 +136,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 			finish(false)
 			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, direct.Name, err)
 		case alg == directAlgo: // configured, but some rank's buffers are not shared: ring, or its fallback
-			if alg, _, err = algos.Resolve("ring", k.kind, algos.Bytes(k.kind, k.count, k.dt, c.size), c.size, c.sel.Load().model); err != nil {
+			if alg, _, err = algos.Resolve("ring", k.kind, bytes, c.size, c.sel.Load().model); err != nil {
 				finish(false)
 				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
 			}

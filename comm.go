@@ -80,7 +80,8 @@ type Comm struct {
 	eager      int       // the smallest over every rank, agreed at Init; what algorithms see
 	chunk      int       // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
 	shared     sharedMem // AllocShared memory; guarded by execMu
-	directMin  int       // shm.direct_min: the smallest collective that tries direct on shared memory
+	directMin  int       // shm.direct_min: the smallest collective that tries direct on shared memory; -1 off
+	shmDir     string    // shm.dir, where AllocShared puts its windows
 
 	mu     sync.Mutex
 	err    error // sticky failure

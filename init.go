@@ -155,7 +155,7 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	c.sel.Store(sel)
 	c.directMin = -1
 	if o, err := shm.ParseOptions(cfg.Params); err == nil {
-		c.directMin = o.DirectMin
+		c.directMin, c.shmDir = o.DirectMin, o.Dir
 		if c.directMin == 0 {
 			c.directMin = shm.DirectMinFor(cfg.WorldSize)
 		}

@@ -163,7 +163,7 @@ func (c *Comm) agreeShare(ctx context.Context, step string, index, n int, state 
 
 // canShare reports whether this rank may share memory with every peer, and where.
 func (c *Comm) canShare() (string, bool) {
-	if c.size < 2 {
+	if c.size < 2 || c.directMin < 0 {
 		return "", false
 	}
 	for r, name := range c.linkNames {
@@ -171,11 +171,7 @@ func (c *Comm) canShare() (string, bool) {
 			return "", false
 		}
 	}
-	o, err := shm.ParseOptions(c.cfg.Params)
-	if err != nil || o.DirectMin < 0 {
-		return "", false
-	}
-	return o.Dir, true
+	return c.shmDir, true
 }
 
 func (c *Comm) install(a *sharedAlloc, shared bool) {
@@ -247,7 +243,7 @@ func (c *Comm) closeShared() error {
 func (c *Comm) IsShared(b []byte) bool {
 	c.execMu.Lock()
 	defer c.execMu.Unlock()
-	_, _, ok := (&opPeers{c: c}).Locate(b)
+	_, _, ok := c.shared.locate(b)
 	return ok
 }
 
@@ -256,14 +252,19 @@ func (c *Comm) IsShared(b []byte) bool {
 func (c *Comm) DirectMin() int { return c.directMin }
 
 // SharedAllocs, Locate and PeerView make opPeers an algos.Shared.
-func (p *opPeers) SharedAllocs() int { return p.c.shared.live }
+func (p *opPeers) SharedAllocs() int                { return p.c.shared.live }
+func (p *opPeers) Locate(b []byte) (int, int, bool) { return p.c.shared.locate(b) }
+func (p *opPeers) PeerView(r, alloc, off, n int) ([]byte, error) {
+	return p.c.shared.view(r, alloc, off, n)
+}
 
-func (p *opPeers) Locate(b []byte) (int, int, bool) {
+// locate is algos.Shared's Locate over the shared allocations.
+func (s *sharedMem) locate(b []byte) (int, int, bool) {
 	if len(b) == 0 {
 		return 0, 0, false
 	}
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	for _, a := range p.c.shared.allocs {
+	for _, a := range s.allocs {
 		if a.views == nil {
 			continue
 		}
@@ -275,8 +276,9 @@ func (p *opPeers) Locate(b []byte) (int, int, bool) {
 	return 0, 0, false
 }
 
-func (p *opPeers) PeerView(r, alloc, off, n int) ([]byte, error) {
-	for _, a := range p.c.shared.allocs {
+// view is algos.Shared's PeerView.
+func (s *sharedMem) view(r, alloc, off, n int) ([]byte, error) {
+	for _, a := range s.allocs {
 		if a.index != alloc || a.views == nil {
 			continue
 		}

@@ -111,27 +111,9 @@ func commHash(commID string) uint64 {
 // blocks are allocated up front, so a full directory fails here and not later with
 // SIGBUS on first touch.
 func createSegment(dir, name string, ringBytes int, commID string, lo, hi int) (*segment, error) {
-	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.EEXIST) {
-		// A leftover of a crashed run with the same communicator id: no live pair can
-		// own it, because this rank is the only creator of this name.
-		_ = unix.Unlink(path)
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	}
+	mem, path, err := createMapped(dir, name, "segment", segmentSize(ringBytes), 0)
 	if err != nil {
-		return nil, fmt.Errorf("shm: create segment %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	size := segmentSize(ringBytes)
-	if err := allocate(fd, dir, size); err != nil {
-		_ = unix.Unlink(path)
-		return nil, fmt.Errorf("shm: create segment %s: %w", path, err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		_ = unix.Unlink(path)
-		return nil, fmt.Errorf("shm: map segment %s (%d bytes): %w", path, size, err)
+		return nil, err
 	}
 	s := &segment{mem: mem, path: path, creator: true, ring: ringBytes}
 	*s.u32(hVersion) = segVersion
@@ -145,6 +127,33 @@ func createSegment(dir, name string, ringBytes int, commID string, lo, hi int) (
 	*s.u32(hCreatorPid) = uint32(os.Getpid())
 	atomic.StoreUint64(s.u64(hMagic), segMagic) // publishes everything above
 	return s, nil
+}
+
+// createMapped creates file name in dir (what names it in errors), reserves size bytes
+// and maps them read-write and shared, with extra mmap flags. A leftover of a crashed
+// run with the same communicator id is replaced: no live rank can own it, because this
+// rank is the only creator of its names. On error nothing is left.
+func createMapped(dir, name, what string, size, flags int) ([]byte, string, error) {
+	path := filepath.Join(dir, name)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		_ = unix.Unlink(path)
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("shm: create %s %s: %w", what, path, err)
+	}
+	defer unix.Close(fd)
+	if err := allocate(fd, dir, size); err != nil {
+		_ = unix.Unlink(path)
+		return nil, "", fmt.Errorf("shm: create %s %s: %w", what, path, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|flags)
+	if err != nil {
+		_ = unix.Unlink(path)
+		return nil, "", fmt.Errorf("shm: map %s %s (%d bytes): %w", what, path, size, err)
+	}
+	return mem, path, nil
 }
 
 // allocate reserves size bytes for fd, falling back to ftruncate only where the file

@@ -41,26 +41,9 @@ func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("shm: %w: a window of %d bytes (want at least 1)", transport.ErrInvalid, n)
 	}
-	path := filepath.Join(dir, windowName(commID, index, rank))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.EEXIST) {
-		// A leftover of a crashed run with the same communicator id (see createSegment).
-		_ = unix.Unlink(path)
-		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	}
+	mem, path, err := createMapped(dir, windowName(commID, index, rank), "window", pageRound(n), unix.MAP_POPULATE)
 	if err != nil {
-		return nil, fmt.Errorf("shm: create window %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	size := pageRound(n)
-	if err := allocate(fd, dir, size); err != nil {
-		_ = unix.Unlink(path)
-		return nil, fmt.Errorf("shm: create window %s: %w", path, err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		_ = unix.Unlink(path)
-		return nil, fmt.Errorf("shm: map window %s (%d bytes): %w", path, size, err)
+		return nil, err
 	}
 	return &Window{mem: mem, n: n, path: path}, nil
 }
