@@ -74,6 +74,7 @@ type Comm struct {
 	progMu  sync.Mutex
 	prog    progressRec // the collective started last, for the watchdog
 	scratch opScratch   // per-operation state reused under execMu
+	exchIn  []byte      // the inputs of a small AllReduce run as one exchange (exchange), under execMu
 	opSince int64       // the running operation's start in monoNow's units; set under execMu before it runs
 
 	localEager int       // the smallest eager size this rank's links promise (transport.Eager)

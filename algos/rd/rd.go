@@ -48,6 +48,12 @@ func (Algorithm) Name() string { return Name }
 // Supports reports AllReduce only; the selector falls back (to ring) for the rest.
 func (Algorithm) Supports(k transport.Kind) bool { return k == transport.KindAllReduce }
 
+// ExchangeTag reports that a small AllReduce over at most DirectMax ranks is one direct
+// exchange (algos.Exchanger).
+func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
+	return tag(phaseDirect, 0), algos.RDDirect(n, world, chunk, eager)
+}
+
 // Run executes a on this rank.
 func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	if !alg.Supports(a.Kind) {
@@ -62,8 +68,8 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	}
 	cs, eager := algos.ChunkSize(a, algos.DefaultChunkBytes), algos.EagerLimit(p)
 	var err error
-	if algos.RDDirect(len(a.Send), w, cs, eager) {
-		err = direct(ctx, p, a)
+	if t, ok := alg.ExchangeTag(len(a.Send), w, cs, eager); ok {
+		err = direct(ctx, p, a, t)
 	} else {
 		err = doubling(ctx, p, a, cs, eager)
 	}
@@ -77,10 +83,13 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 // rank order (the same order on every rank, hence the same bits). Every message is at
 // most the links' eager size (algos.EagerLimit) and each link carries one per call, so
 // all the sends complete without their receivers and the order cannot deadlock.
-func direct(ctx context.Context, p algos.Peers, a *algos.Args) error {
+func direct(ctx context.Context, p algos.Peers, a *algos.Args, t uint32) error {
+	if len(a.Send) <= algos.SmallExchangeMax { // the same messages, the inputs received whole
+		return algos.SmallExchange(ctx, p, t, a)
+	}
 	rank, w := p.Rank(), p.Size()
 	for k := 1; k < w; k++ { // rank+1 first, so not every rank writes to rank 0 first
-		if err := algos.Send(ctx, p, (rank+k)%w, tag(phaseDirect, 0), a.Send); err != nil {
+		if err := algos.Send(ctx, p, (rank+k)%w, t, a.Send); err != nil {
 			return err
 		}
 	}
@@ -98,9 +107,9 @@ func direct(ctx context.Context, p algos.Peers, a *algos.Args) error {
 		case q == rank:
 			err = reduce.Apply3(a.DType, a.Op, a.Recv, a.Recv, mine)
 		case q == 0:
-			err = algos.Recv(ctx, p, q, tag(phaseDirect, 0), a.Recv)
+			err = algos.Recv(ctx, p, q, t, a.Recv)
 		default:
-			err = algos.RecvReduce(ctx, p, q, tag(phaseDirect, 0), a.DType, a.Op, a.Recv, a.Recv)
+			err = algos.RecvReduce(ctx, p, q, t, a.DType, a.Op, a.Recv, a.Recv)
 		}
 		if err != nil {
 			return err

@@ -21,6 +21,12 @@ func TestMatrix(t *testing.T) {
 	algostest.Matrix(t, rd.Algorithm{}, algostest.Options{Large: true})
 }
 
+// TestExchange: the communicator's own run of the direct exchange (algos.Exchange) and
+// rd's interoperate, on every world that runs small calls that way.
+func TestExchange(t *testing.T) {
+	algostest.ExchangeMatrix(t, rd.Algorithm{}, []int{1, 2, 3, 4, 5, 8})
+}
+
 func TestFailures(t *testing.T) {
 	a := rd.Algorithm{}
 	algostest.CheckFailures(t, a.Name(), a.Run, a.Supports)
@@ -49,7 +55,8 @@ func TestBitIdentical(t *testing.T) {
 		cases = append(cases, tc{dt, transport.Prod, 5, 999, 0})
 	}
 	for _, c := range cases {
-		for _, inPlace := range []bool{false, true} {
+		for _, variant := range []string{"in-place", "out-of-place", "mixed"} { // mixed: odd ranks run algos.Exchange, out of place
+			inPlace := variant == "in-place"
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			m, err := algostest.NewMesh(ctx, c.world)
 			require.NoError(t, err)
@@ -74,12 +81,13 @@ func TestBitIdentical(t *testing.T) {
 				args[r] = &algos.Args{Kind: transport.KindAllReduce, DType: c.dt, Op: c.op, Count: c.count,
 					Send: send, Recv: recv, ChunkBytes: c.chunk}
 			}
-			require.NoError(t, algostest.FirstError(m.RunAlgorithm(ctx, rd.Algorithm{}, args)))
+			run := algostest.ExchangeRun(rd.Algorithm{}, func(r int) bool { return variant == "mixed" && r%2 == 1 })
+			require.NoError(t, algostest.FirstError(m.Run(ctx, args, run)))
 			cancel()
 			m.Close()
 			for r := 1; r < c.world; r++ {
-				require.True(t, bytes.Equal(args[0].Recv, args[r].Recv), "%v %v w=%d n=%d in-place=%v: rank %d differs from rank 0",
-					c.dt, c.op, c.world, c.count, inPlace, r)
+				require.True(t, bytes.Equal(args[0].Recv, args[r].Recv), "%v %v w=%d n=%d %s: rank %d differs from rank 0",
+					c.dt, c.op, c.world, c.count, variant, r)
 			}
 			for i := range c.count {
 				want := 0.0

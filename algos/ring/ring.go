@@ -30,6 +30,12 @@ func (Algorithm) Supports(k transport.Kind) bool {
 	return false
 }
 
+// ExchangeTag reports that two ranks run a small AllReduce (at most the eager size and
+// one chunk) as one exchange (algos.Exchanger).
+func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
+	return algos.Tag(algos.TagRing, phaseAllReduce, 0), world == 2 && n <= eager && n <= chunk
+}
+
 // Tag phases, one per collective shape.
 const (
 	phaseAllReduce = iota + 1
@@ -51,12 +57,13 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	if w == 1 {
 		return algos.RunLocal(a)
 	}
-	if a.Kind == transport.KindAllReduce && w == 2 && len(a.Send) <= algos.EagerLimit(p) &&
-		len(a.Send) <= algos.ChunkSize(a, algos.DefaultChunkBytes) {
-		if err := exchange(ctx, p, a, 1-rank); err != nil { // the pipe is not needed (nor allocated)
-			return fmt.Errorf("ring: %s: %w", a.Kind, err)
+	if a.Kind == transport.KindAllReduce {
+		if t, ok := alg.ExchangeTag(len(a.Send), w, algos.ChunkSize(a, algos.DefaultChunkBytes), algos.EagerLimit(p)); ok {
+			if err := exchange(ctx, p, a, t, 1-rank); err != nil { // the pipe is not needed (nor allocated)
+				return fmt.Errorf("ring: %s: %w", a.Kind, err)
+			}
+			return nil
 		}
-		return nil
 	}
 	pp := &pipe{p: p, a: a, next: (rank + 1) % w, prev: (rank - 1 + w) % w, cs: algos.ChunkSize(a, algos.DefaultChunkBytes),
 		eager: algos.EagerLimit(p)}
@@ -126,7 +133,8 @@ func allReduce(ctx context.Context, pp *pipe) error {
 	return pp.run(ctx, sends, recvs)
 }
 
-// exchange is a small AllReduce of two ranks in one step instead of the ring's two:
+// exchange is a small AllReduce of two ranks in one step instead of the ring's two
+// (tag t, ExchangeTag's):
 // each rank sends its whole input and adds the other's to it. The wire carries the same
 // bytes as the ring (n each way instead of n/2 twice) and the latency halves, which is
 // all that matters at these sizes. Both ranks compute a op b with the operands swapped;
@@ -134,8 +142,13 @@ func allReduce(ctx context.Context, pp *pipe) error {
 // min including NaN and signed zeros, float16 and bfloat16 through float32, integers
 // modulo 2^n), so both get the same bits; the one exception is which payload a NaN
 // carries when both operands are NaNs, which no collective library promises.
-func exchange(ctx context.Context, p algos.Peers, a *algos.Args, peer int) error {
-	t := algos.Tag(algos.TagRing, phaseAllReduce, 0)
+func exchange(ctx context.Context, p algos.Peers, a *algos.Args, t uint32, peer int) error {
+	if len(a.Send) <= algos.SmallExchangeMax {
+		if err := algos.SmallExchange(ctx, p, t, a); err != nil {
+			return fmt.Errorf("exchange: %w", err)
+		}
+		return nil
+	}
 	if err := algos.Send(ctx, p, peer, t, a.Send); err != nil {
 		return fmt.Errorf("exchange: %w", err)
 	}

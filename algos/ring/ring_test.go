@@ -20,6 +20,12 @@ func TestMatrix(t *testing.T) {
 	algostest.Matrix(t, ring.Algorithm{}, algostest.Options{Large: true})
 }
 
+// TestExchange: two ranks' small AllReduce run by algos.Exchange (the communicator's
+// path) on one rank and by the ring on the other.
+func TestExchange(t *testing.T) {
+	algostest.ExchangeMatrix(t, ring.Algorithm{}, []int{2})
+}
+
 func TestFailures(t *testing.T) {
 	a := ring.Algorithm{}
 	algostest.CheckFailures(t, a.Name(), a.Run, a.Supports)

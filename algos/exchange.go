@@ -1,0 +1,86 @@
+package algos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/goccl/goccl/algos/reduce"
+	"github.com/goccl/goccl/transport"
+)
+
+// SmallExchangeMax is the largest input (bytes per rank) for which an algorithm runs its
+// direct exchange through Exchange: receiving a copy of every input and reducing the
+// copies costs nothing next to a message at these sizes, and saves the pooled
+// per-message reducer that streaming needs. Larger exchanges reduce the pieces as they
+// land (RecvReduce).
+const SmallExchangeMax = 1 << 10
+
+// Exchanger is an optional Algorithm ability: the algorithm says for which AllReduce
+// calls it sends nothing but one direct exchange (every rank sends its whole input to
+// every other rank under one tag, then reduces the W inputs in rank order, or for two
+// ranks in either order, which gives the same bits), and under which tag. A caller that
+// has the inputs at hand (the communicator, for a small blocking call) may then run
+// Exchange itself with those very messages, without building Args for the algorithm:
+// the ranks that do and the ranks that run the algorithm interoperate.
+type Exchanger interface {
+	// ExchangeTag reports whether an AllReduce of n bytes per rank over world ranks,
+	// with pipelining unit chunk and eager size eager (EagerLimit), is one direct
+	// exchange, and its tag.
+	ExchangeTag(n, world, chunk, eager int) (tag uint32, ok bool)
+}
+
+// Exchange runs an AllReduce as one direct exchange under tag: it sends send to every
+// other rank (rank+1 first, so not every rank writes to rank 0 first), receives every
+// other rank's input into its slot of in, and reduces the W inputs in rank order into
+// recv, the same order and so the same bits on every rank. send and recv are the same
+// length and either the same memory or apart (Validate); in holds Size()*len(send)
+// bytes. Every message must be at most the links' eager size (EagerLimit): the sends
+// then complete before any receive, and the order cannot deadlock.
+func Exchange(ctx context.Context, p Peers, tag uint32, dt transport.DType, op transport.Op, send, recv, in []byte) error {
+	rank, w, n := p.Rank(), p.Size(), len(send)
+	if len(recv) != n || len(in) < w*n {
+		return fmt.Errorf("algos: %w: exchange of %d bytes into %d bytes with %d bytes of scratch (need %d)",
+			transport.ErrInvalid, n, len(recv), len(in), w*n)
+	}
+	h := p.Header(tag)
+	for k := 1; k < w; k++ {
+		q := (rank + k) % w
+		if err := p.Link(q).Send(ctx, h, send); err != nil {
+			return fmt.Errorf("send %d bytes to rank %d (tag %#x): %w", n, q, tag, err)
+		}
+	}
+	slot := func(q int) []byte { return in[q*n : (q+1)*n : (q+1)*n] }
+	for k := 1; k < w; k++ {
+		q := (rank - k + w) % w // the rank that sent to this one first
+		if err := p.Link(q).Recv(ctx, h, slot(q)); err != nil {
+			return fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", n, q, tag, err)
+		}
+	}
+	mine := send
+	if rank > 0 && SameMemory(send, recv) { // in place: recv is about to get rank 0's input
+		mine = slot(rank)
+		copy(mine, send)
+	}
+	if rank > 0 {
+		copy(recv, slot(0))
+	} else {
+		CopyDistinct(recv, send)
+	}
+	for q := 1; q < w; q++ {
+		x := mine
+		if q != rank {
+			x = slot(q)
+		}
+		if err := reduce.Apply3(dt, op, recv, recv, x); err != nil {
+			return err
+		}
+	}
+	return reduce.Finish(dt, op, recv, w)
+}
+
+// SmallExchange is Exchange with pooled scratch, for algorithms.
+func SmallExchange(ctx context.Context, p Peers, tag uint32, a *Args) error {
+	in := GetScratch(p.Size() * len(a.Send))
+	defer PutScratch(in)
+	return Exchange(ctx, p, tag, a.DType, a.Op, a.Send, a.Recv, in)
+}
