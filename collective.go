@@ -69,10 +69,8 @@ func (c *Comm) collectiveSync(ctx context.Context, k call) error {
 	return c.runSync(ctx, opSpec{coll: k, bytes: k.count * k.dt.Size()})
 }
 
-func (c *Comm) runCollective(ctx context.Context, w *Work, k *call) error {
-	c.seq++
-	hdr := transport.Header{Seq: c.seq, Fp: k.fingerprint()}
-	c.setProgress(hdr.Seq, hdr.Fp)
+// runCollective runs k, collective number hdr.Seq (execute numbers them).
+func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transport.Header) error {
 	err := c.doCollective(ctx, w, k, hdr)
 	if err == nil {
 		return nil
@@ -107,7 +105,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 			Count: k.count, DType: k.dt, Op: k.op, Root: k.root, SendPeer: -1, RecvPeer: -1})
 	}
 	w.algo = alg.Name()
-	if c.log.Enabled(ctx, LevelTrace) { // nothing is formatted on the hot path otherwise
+	if c.traceLog { // nothing is formatted on the hot path otherwise
 		c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
 	}
 	if k.kind == KindAllReduce && bytes <= algos.SmallExchangeMax && alg != directAlgo &&
@@ -136,7 +134,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		switch {
 		case err == nil:
 			w.algo = direct.Name
-			if c.log.Enabled(ctx, LevelTrace) {
+			if c.traceLog {
 				c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", direct.Name, "why", "every rank's buffers are in AllocShared memory")
 			}
 			return finish(true)

@@ -65,17 +65,17 @@ type Comm struct {
 	opStop    func() bool     // disarms the AfterFunc on opArmed; under execMu
 	opArmed   context.Context // the caller context opStop's callback watches; under execMu
 	opUser    context.Context // the running operation's caller context; under opMu
-	opMu      sync.Mutex      // guards the three below and op's replacement
+	opMu      sync.Mutex      // guards the four below and op's replacement
 	opCancel  context.CancelCauseFunc
 	opRunning bool
 	opGen     uint64
-	opStarted int64 // monoNow
+	opStarted int64       // monoNow
+	prog      progressRec // the collective started last, for the watchdog
 
-	progMu  sync.Mutex
-	prog    progressRec // the collective started last, for the watchdog
-	scratch opScratch   // per-operation state reused under execMu
-	exchIn  []byte      // the inputs of a small AllReduce run as one exchange (exchange), under execMu
-	opSince int64       // the running operation's start in monoNow's units; set under execMu before it runs
+	scratch  opScratch   // per-operation state reused under execMu
+	traceLog bool        // the logger passes LevelTrace (its level is the config's, fixed at Init)
+	exchIn   []byte      // the inputs of a small AllReduce run as one exchange (exchange), under execMu
+	opSince  int64       // the running operation's start in monoNow's units; set under execMu before it runs
 
 	localEager int       // the smallest eager size this rank's links promise (transport.Eager)
 	eager      int       // the smallest over every rank, agreed at Init; what algorithms see

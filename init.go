@@ -162,6 +162,7 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	}
 	c.initOpCtx()
 	c.log = newLogger(cfg, c.rank)
+	c.traceLog = c.log.Enabled(context.Background(), LevelTrace)
 	if err := c.wire(ctx); err != nil {
 		// The code keeps the failure's sentinel for the other ranks (ErrAuth stays ErrAuth).
 		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("%d rank %d: %v", abortCode(err), c.rank, err)))

@@ -231,15 +231,31 @@ func (f *flight) started(n uint64, t int64) {
 	f.mu.Unlock()
 }
 
-func (f *flight) finished(n uint64, t int64, algo string, err error) {
+// finished records that operation n ended at t without running (the communicator had
+// failed before it started); it is not counted in Stats.
+func (f *flight) finished(n uint64, t int64, err error) {
 	f.mu.Lock()
+	f.end(n, t, "", err)
+	f.mu.Unlock()
+}
+
+// end records the end of operation n; the caller holds mu.
+func (f *flight) end(n uint64, t int64, algo string, err error) {
 	if r := f.record(n); r != nil {
 		r.state, r.finished, r.algo = OpDone, t, algo
 		if err != nil {
 			r.state, r.err = OpFailed, err.Error()
 		}
 	}
-	f.mu.Unlock()
+}
+
+// finished records the end of an operation that ran, and counts it (Stats) under the
+// same lock: one lock per operation's end, not two.
+func (c *Comm) finished(w *Work, t int64, took time.Duration, err error) {
+	c.flight.mu.Lock()
+	c.flight.end(w.rec, t, w.algo, err)
+	c.counters.add(w.algo, w.bytes, took, err)
+	c.flight.mu.Unlock()
 }
 
 // FlightRecord returns the last operations (oldest first), with what each running one
@@ -342,8 +358,8 @@ type LinkTotals struct {
 	Links          int
 }
 
+// counters are guarded by the flight recorder's mutex (Comm.finished).
 type counters struct {
-	mu       sync.Mutex
 	ops      uint64
 	errors   uint64
 	bytes    uint64
@@ -353,8 +369,6 @@ type counters struct {
 }
 
 func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.ops++
 	if err != nil {
 		k.errors++
@@ -381,13 +395,13 @@ func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
 
 // Stats returns a snapshot of the communicator's counters.
 func (c *Comm) Stats() Stats {
-	c.counters.mu.Lock()
+	c.flight.mu.Lock()
 	s := Stats{Ops: c.counters.ops, Errors: c.counters.errors, Bytes: c.counters.bytes,
 		ByAlgo: map[string]AlgoStats{}, Transport: map[string]LinkTotals{}}
 	for k, v := range c.counters.byAlgo {
 		s.ByAlgo[k] = *v
 	}
-	c.counters.mu.Unlock()
+	c.flight.mu.Unlock()
 	for p := range c.linkStates {
 		if p == c.rank {
 			continue

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/goccl/goccl/transport"
 )
 
 // opCtx is the context every operation of a communicator runs under. There is one per
@@ -52,8 +54,9 @@ func (c *Comm) initOpCtx() {
 }
 
 // opStart arms the operation context for an operation that starts now on behalf of a
-// caller whose context is user. The caller holds execMu.
-func (c *Comm) opStart(user context.Context, start int64) context.Context {
+// caller whose context is user, and records a collective's header (nil for other
+// operations) as the watchdog's progress. The caller holds execMu.
+func (c *Comm) opStart(user context.Context, start int64, coll *transport.Header) context.Context {
 	dl := monoUnix(start) + int64(c.cfg.Timeout)
 	if dl < 0 { // a timeout of centuries: no deadline to speak of
 		dl = math.MaxInt64
@@ -64,6 +67,9 @@ func (c *Comm) opStart(user context.Context, start int64) context.Context {
 	c.opMu.Lock()
 	c.opGen++
 	c.opRunning, c.opStarted, c.opUser = true, start, user
+	if coll != nil {
+		c.prog = progressRec{seq: coll.Seq, fp: coll.Fp, gen: c.opGen}
+	}
 	c.op.deadline.Store(dl)
 	c.opMu.Unlock()
 	if user.Done() != nil && user != c.opArmed {

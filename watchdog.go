@@ -41,16 +41,10 @@ func decodeProgress(b []byte) (progressRec, error) {
 	return p, err
 }
 
-// setProgress records that collective seq with fingerprint fp starts now.
-func (c *Comm) setProgress(seq uint64, fp transport.Fingerprint) {
-	c.progMu.Lock()
-	c.prog = progressRec{seq: seq, fp: fp, gen: c.opGen}
-	c.progMu.Unlock()
-}
-
+// getProgress is the collective started last (opStart records it).
 func (c *Comm) getProgress() progressRec {
-	c.progMu.Lock()
-	defer c.progMu.Unlock()
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
 	return c.prog
 }
 

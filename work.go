@@ -222,7 +222,6 @@ func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 		if idle && !closed && err == nil {
 			in := &c.inline
 			in.ctx, in.opSpec, in.algo, in.done, in.err = ctx, op, "", nil, nil
-			in.state.Store(workQueued)
 			c.flight.queued(in, now, true)
 		}
 		c.mu.Unlock()
@@ -274,13 +273,16 @@ func (c *Comm) loop() {
 // execute runs w, which starts at start (monoNow), and returns when it ended; the
 // caller holds execMu.
 func (c *Comm) execute(w *Work, start int64) int64 {
-	w.state.Store(workRunning)
-	if err := c.Err(); err != nil {
-		c.flight.finished(w.rec, start, "", err)
-		w.finish(err)
-		return start
-	}
-	if w != &c.inline { // runSync recorded it as started
+	// runSync has checked the communicator for its inline Work, recorded it as started,
+	// and reads its err when execute returns: nobody else sees that Work.
+	inline := w == &c.inline
+	if !inline {
+		w.state.Store(workRunning)
+		if err := c.Err(); err != nil {
+			c.flight.finished(w.rec, start, err)
+			w.finish(err)
+			return start
+		}
 		c.flight.started(w.rec, start)
 	}
 	c.opSince = start
@@ -290,11 +292,12 @@ func (c *Comm) execute(w *Work, start int64) int64 {
 		// communicator fails as if it had been cancelled mid-way.
 		err = fmt.Errorf("goccl: rank %d: operation cancelled before it started: %w", c.rank, ctxErr(w.ctx))
 	} else {
-		ctx := c.opStart(w.ctx, start)
 		if w.run != nil {
-			err = w.run(ctx, w)
+			err = w.run(c.opStart(w.ctx, start, nil), w)
 		} else {
-			err = c.runCollective(ctx, w, &w.coll)
+			c.seq++
+			hdr := transport.Header{Seq: c.seq, Fp: w.coll.fingerprint()}
+			err = c.runCollective(c.opStart(w.ctx, start, &hdr), w, &w.coll, hdr)
 		}
 		c.opEnd(err == nil)
 	}
@@ -309,15 +312,18 @@ func (c *Comm) execute(w *Work, start int64) int64 {
 			c.log.Warn("operation timed out", "subsys", "COLL", "dump", c.DumpFlightRecord())
 		}
 	}
-	c.flight.finished(w.rec, end, w.algo, err)
-	c.counters.add(w.algo, w.bytes, took, err)
+	c.finished(w, end, took, err)
 	if tr := c.tracer; tr != nil {
 		tr.Span(tidColl, "coll", w.describe(), monoTime(start), took, map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(err)})
 	}
 	if err != nil {
 		err = c.fail(err)
 	}
-	w.finish(err)
+	if inline {
+		w.err = err
+	} else {
+		w.finish(err)
+	}
 	return end
 }
 

@@ -56,6 +56,9 @@ func TestBitIdentical(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, variant := range []string{"in-place", "out-of-place", "mixed"} { // mixed: odd ranks run algos.Exchange, out of place
+			if variant == "mixed" && c.count*c.dt.Size() > algos.SmallExchangeMax {
+				continue // the communicator runs Exchange only this small
+			}
 			inPlace := variant == "in-place"
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			m, err := algostest.NewMesh(ctx, c.world)
