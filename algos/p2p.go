@@ -182,7 +182,7 @@ func ChunkSize(a *Args, def int) int {
 		c = def
 	}
 	esz := max(a.DType.Size(), 1)
-	return max(c/esz, 1) * esz
+	return max(c&^(esz-1), esz) // whole elements (sizes are powers of two), at least one
 }
 
 // NumChunks is how many chunks of size bytes cover n bytes. It is at least 1: an empty

@@ -3,6 +3,7 @@ package algos
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"unsafe"
 
 	"github.com/goccl/goccl/transport"
@@ -55,7 +56,7 @@ func Validate(a *Args, rank, world int) error {
 		return fail("chunk size %d bytes is negative (0 means the algorithm's default)", a.ChunkBytes)
 	}
 	esz := a.DType.Size()
-	if a.Count > math.MaxInt/esz/world {
+	if overflows(a.Count, esz, world) {
 		return fail("count %d x %d ranks x %d-byte %s overflows", a.Count, world, esz, a.DType)
 	}
 	n := a.Count * esz
@@ -192,6 +193,15 @@ func checkOverlap(a *Args, alias, rank int, fail func(string, ...any) error) err
 		want = "send and recv must be disjoint unless the rank sends to itself"
 	}
 	return fail("send and recv overlap at offset %d; %s", int64(s)-int64(r), want)
+}
+
+// overflows reports whether count x esz x world (all positive but count, which is not
+// negative) exceeds math.MaxInt; with multiplications, where two divisions cost tens of
+// cycles on every call.
+func overflows(count, esz, world int) bool {
+	hi1, lo1 := bits.Mul64(uint64(count), uint64(esz))
+	hi2, lo2 := bits.Mul64(lo1, uint64(world))
+	return hi1 != 0 || hi2 != 0 || lo2 > math.MaxInt
 }
 
 func userKind(k transport.Kind) bool {

@@ -1,6 +1,7 @@
 package algos_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +9,33 @@ import (
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/transport"
 )
+
+// TestValidateOverflowEdge: the overflow check (multiplications, not divisions) draws
+// the line exactly at count x ranks x element size = math.MaxInt, for every element
+// size and world sizes that do and do not divide it.
+func TestValidateOverflowEdge(t *testing.T) {
+	for _, dt := range []transport.DType{transport.Int8, transport.Float16, transport.Float32, transport.Float64} {
+		for _, w := range []int{1, 2, 3, 7, 1 << 20, math.MaxInt32} {
+			last := math.MaxInt / dt.Size() / w // the largest count whose bytes fit
+			for _, tc := range []struct {
+				count int
+				over  bool
+			}{{last, false}, {last + 1, true}, {math.MaxInt, w*dt.Size() > 1}} {
+				if tc.count < 0 { // last + 1 past math.MaxInt itself (one byte, one rank)
+					continue
+				}
+				a := algos.Args{Kind: transport.KindAllGather, Count: tc.count, DType: dt}
+				err := algos.Validate(&a, 0, w)
+				require.Error(t, err)
+				if tc.over {
+					require.ErrorContains(t, err, "overflows", "%s w=%d count=%d", dt, w, tc.count)
+				} else {
+					require.NotContains(t, err.Error(), "overflows", "%s w=%d count=%d", dt, w, tc.count)
+				}
+			}
+		}
+	}
+}
 
 func TestValidateRejects(t *testing.T) {
 	buf := make([]byte, 256)
