@@ -28,10 +28,14 @@ mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
 MPIRUN=(timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 TSV="$OUT/headline.tsv"
 echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
-# iterations and warm-up per size. 8 B gets a long warm-up (2000 calls, a few ms) for every
-# tool: a process's first milliseconds measure 2-4x slower whatever runs (goccl's first
-# report: 4-13 us with 100 warm-up calls, 2.5-5 with 20000, 2-4 for the next report).
-args() { if [[ $1 == 8 ]]; then echo "2000 2000"; else echo "10 2"; fi; }
+# iterations and warm-up per size (and transport). 8 B gets a long warm-up for every
+# tool: a process's first 5-10 ms after it waited (at init) run 2-10x slower whatever it
+# does, and 30 ms of spinning before the timed loop removes that (BENCHMARKS.md, "Speed",
+# 12). 2000 calls cover it over tcp (15 us each) and gloo; over shared memory (about
+# 1 us) it takes 20000, for goccl and vader alike.
+args() { # bytes transport
+  if [[ $1 != 8 ]]; then echo "10 2"; elif [[ $2 == shm ]]; then echo "2000 20000"; else echo "2000 2000"; fi
+}
 # goccl runs with -z 2, a wait after every call (its blocking API), because that is how the
 # peers' benchmarks call MPI_Allreduce and gloo's allreduce: back to back, each blocking.
 # nccl-tests' default -z 0 issues every call first and then waits; on a CPU library that
@@ -44,8 +48,8 @@ for round in $(seq "$REPS"); do
   bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2}' >> "$TSV"
   for np in 2 4; do
     for bytes in 8 67108864; do
-      read -r iters warm < <(args $bytes)
       for tr in shm tcp; do
+        read -r iters warm < <(args $bytes $tr)
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto,ring \
           -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
           awk -v tr=$tr -v np=$np -v r=$round '/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
@@ -56,8 +60,10 @@ for round in $(seq "$REPS"); do
           -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
           awk -v np=$np -v r=$round '/^ +[0-9]/ {print "goccl/R2\tshm\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
       fi
+      read -r iters warm < <(args $bytes shm)
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
         peer_row "Open MPI" vader $np $bytes $round >> "$TSV"
+      read -r iters warm < <(args $bytes tcp)
       "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
         peer_row "Open MPI" tcp $np $bytes $round >> "$TSV"
       OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $np $bytes $bytes $iters $warm |
