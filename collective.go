@@ -108,7 +108,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 	if c.traceLog { // nothing is formatted on the hot path otherwise
 		c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
 	}
-	if k.kind == KindAllReduce && bytes <= algos.SmallExchangeMax && alg != directAlgo &&
+	if k.kind == KindAllReduce && bytes <= algos.SmallExchangeMax &&
 		k.send.Kind() == transport.Host && k.recv.Kind() == transport.Host && !(c.shared.live > 0 && c.directFirst(k, bytes)) {
 		if x, ok := alg.(algos.Exchanger); ok {
 			if done, err := c.exchange(ctx, k, hdr, x, alg.Name()); done {
@@ -159,8 +159,8 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 // exchange runs a small AllReduce itself when the algorithm x sends it as one direct
 // exchange (algos.Exchanger): the same messages as x.Run, received into the
 // communicator's own scratch, without the algorithm's second check of its Args and
-// its pooled buffers (half the instructions of an 8-byte call). done is false when x
-// does not run this call that way.
+// its pooled buffers (an eighth of an 8-byte call's instructions: BENCHMARKS.md,
+// "Speed", 12). done is false when x does not run this call that way.
 func (c *Comm) exchange(ctx context.Context, k *call, hdr transport.Header, x algos.Exchanger, name string) (done bool, err error) {
 	a, peers := &c.scratch.args, &c.scratch.peers
 	*a = algos.Args{Kind: k.kind, Send: k.send.Bytes(), Recv: k.recv.Bytes(), Count: k.count, DType: k.dt, Op: k.op,
