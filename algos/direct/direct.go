@@ -301,19 +301,17 @@ func (r *run) allGather(ctx context.Context) error {
 	return everyPeer(ctx, r.p, phaseExit, nil, nil)
 }
 
-func (r *run) broadcast(ctx context.Context) error {
-	n := r.a.Count * r.a.DType.Size()
-	src, err := r.send(r.a.Root, 0, n)
-	if err != nil {
-		return err
-	}
-	algos.CopyDistinct(r.a.Recv[:n], src)
-	return everyPeer(ctx, r.p, phaseExit, nil, nil)
-}
+func (r *run) broadcast(ctx context.Context) error { return r.fromRoot(ctx, 0) }
 
 func (r *run) scatter(ctx context.Context) error {
+	return r.fromRoot(ctx, r.rank*r.a.Count*r.a.DType.Size())
+}
+
+// fromRoot copies this rank's Count elements from the root's send buffer at byte off
+// into Recv, then waits until no peer reads this rank's buffers any more.
+func (r *run) fromRoot(ctx context.Context, off int) error {
 	n := r.a.Count * r.a.DType.Size()
-	src, err := r.send(r.a.Root, r.rank*n, n)
+	src, err := r.send(r.a.Root, off, n)
 	if err != nil {
 		return err
 	}
