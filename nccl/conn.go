@@ -31,10 +31,9 @@ const (
 // receives progress independently, exactly like the two directions of a socket.
 type link struct {
 	dir    direction
-	mu     sync.Mutex // one Send (or Recv) at a time, and lazy creation
-	c      *comm
-	cur    atomic.Pointer[comm] // c, readable by Close while a call holds mu
-	err    error                // creation failed: the link is unusable
+	mu     sync.Mutex           // one Send (or Recv) at a time
+	cur    atomic.Pointer[comm] // nil until the conn's setup; read by Close while a call holds mu
+	err    error                // closed: the link is unusable (under mu)
 	dev    uintptr
 	pinned *cuda.Pinned
 	n      int
@@ -46,6 +45,12 @@ type conn struct {
 	peer    int
 	host    string
 	out, in link
+
+	eager eagerSender // Sends of at most eagerBytes return once queued
+
+	setupMu  sync.Mutex // both directions' communicators are created under it, once
+	setupErr error      // why they could not be
+	closed   bool       // under setupMu: Close has begun, create nothing
 
 	closeOnce sync.Once
 }
@@ -59,15 +64,52 @@ func (c *conn) Describe() string {
 
 func (c *conn) p2pKey(src, dst int) string { return fmt.Sprintf("nccl/p2p/%d-%d", src, dst) }
 
-// ensure creates l's communicator on first use: the sender makes the unique id and
-// publishes it, the receiver waits for it; both then join a two-rank communicator.
+// ensure returns l's communicator; the caller holds l.mu. The conn's first Send or Recv
+// creates both directions' communicators, in the same order on both ranks (the lower
+// rank's sending direction first). Creating a two-rank NCCL communicator blocks until
+// both ranks join it, so creating only the direction at hand deadlocked whenever both
+// ranks sent first, each waiting in its own sending communicator for the other to join
+// it, as every small exchange and recursive doubling does (TestAlgorithmsOverLinks).
 func (c *conn) ensure(ctx context.Context, l *link) (*comm, error) {
-	if l.c != nil {
-		return l.c, nil
-	}
 	if l.err != nil {
 		return nil, l.err
 	}
+	if cm := l.cur.Load(); cm != nil {
+		return cm, nil
+	}
+	c.setupMu.Lock()
+	defer c.setupMu.Unlock()
+	if c.setupErr == nil && l.cur.Load() == nil {
+		c.setupErr = c.setup(ctx)
+	}
+	if c.setupErr != nil {
+		return nil, c.setupErr
+	}
+	return l.cur.Load(), nil
+}
+
+// setup creates both directions' communicators; the caller holds setupMu.
+func (c *conn) setup(ctx context.Context) error {
+	if c.closed {
+		return fmt.Errorf("nccl: link to rank %d: %w", c.peer, transport.ErrClosed)
+	}
+	order := [2]*link{&c.out, &c.in}
+	if c.peer < c.e.local.Rank {
+		order = [2]*link{&c.in, &c.out}
+	}
+	for _, l := range order {
+		cm, err := c.create(ctx, l)
+		if err != nil {
+			return err
+		}
+		l.cur.Store(cm)
+	}
+	return nil
+}
+
+// create makes l's communicator: the sender makes the unique id and publishes it, the
+// receiver waits for it; both then join a two-rank communicator.
+func (c *conn) create(ctx context.Context, l *link) (*comm, error) {
 	me := c.e.local.Rank
 	src, dst, rank, creator := me, c.peer, 0, me
 	if l.dir == dirRecv {
@@ -80,17 +122,14 @@ func (c *conn) ensure(ctx context.Context, l *link) (*comm, error) {
 	if err == nil {
 		id, err = c.e.sharedID(ctx, c.p2pKey(src, dst), creator, me)
 	}
+	var cm *comm
 	if err == nil {
-		l.c, err = c.e.lib.newComm(ctx, c.e.dev, 2, rank, id, c.e.cfg)
-	}
-	if err == nil {
-		l.cur.Store(l.c)
+		cm, err = c.e.lib.newComm(ctx, c.e.dev, 2, rank, id, c.e.cfg)
 	}
 	if err != nil {
-		l.err = c.peerErr(fmt.Errorf("nccl: link rank %d -> rank %d: %w", src, dst, err))
-		return nil, l.err
+		return nil, c.peerErr(fmt.Errorf("nccl: link rank %d -> rank %d: %w", src, dst, err))
 	}
-	return l.c, nil
+	return cm, nil
 }
 
 func (c *conn) peerErr(err error) error {
@@ -136,9 +175,99 @@ func (c *conn) freeStage(l *link) {
 	l.n = 0
 }
 
+// eagerBytes is the largest message Send queues and returns without waiting for the
+// receiver: the floor the Conn contract gives a link without transport.Eager (the
+// algorithms send steps this small on both ranks before they receive). An NCCL send
+// completes only with its receive, so the link queues such messages (two at most)
+// for a goroutine of its own that makes the NCCL calls, as a socket's buffer would.
+const eagerBytes = 16 << 10
+
+// eagerSender is the link's queue of small messages and the goroutine draining it.
+type eagerSender struct {
+	once sync.Once
+	q    chan eagerMsg
+	quit chan struct{} // closed by Close
+	err  atomic.Pointer[error]
+}
+
+// eagerMsg is one queued message, or (flushed != nil) a marker closed once every
+// message queued before it has been sent.
+type eagerMsg struct {
+	h       transport.Header
+	payload []byte
+	flushed chan struct{}
+}
+
 // Send transmits the 40-byte frame header and the payload as two ncclSend calls in one
-// group; it returns when NCCL has delivered both (the receiver has posted them).
+// group. A payload of at most eagerBytes is copied and queued, and Send returns at
+// once unless two are queued already; a larger one waits for the queue to drain and
+// returns when NCCL has delivered it (the receiver has posted its receive). A queued
+// message that fails fails the link: the next Send or Recv returns its error.
 func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	s := &c.eager
+	s.once.Do(func() {
+		s.q = make(chan eagerMsg, 2)
+		go c.drainEager()
+	})
+	if p := s.err.Load(); p != nil {
+		return *p
+	}
+	m := eagerMsg{h: h}
+	if len(payload) <= eagerBytes {
+		m.payload = append(make([]byte, 0, len(payload)), payload...)
+	} else {
+		m.flushed = make(chan struct{})
+	}
+	select {
+	case s.q <- m:
+	case <-ctx.Done():
+		return fmt.Errorf("nccl: send to rank %d: %w", c.peer, ctxErr(ctx))
+	case <-s.quit:
+		return fmt.Errorf("nccl: send to rank %d: %w", c.peer, transport.ErrClosed)
+	}
+	if m.flushed == nil {
+		return nil
+	}
+	select {
+	case <-m.flushed:
+	case <-ctx.Done():
+		return fmt.Errorf("nccl: send to rank %d: %w", c.peer, ctxErr(ctx))
+	case <-s.quit:
+		return fmt.Errorf("nccl: send to rank %d: %w", c.peer, transport.ErrClosed)
+	}
+	if p := s.err.Load(); p != nil {
+		return *p
+	}
+	return c.send(ctx, h, payload)
+}
+
+// drainEager sends the queued messages in order until Close; queued sends get the
+// endpoint's timeout (or none) and end when Close aborts the communicator.
+func (c *conn) drainEager() {
+	s := &c.eager
+	for {
+		select {
+		case <-s.quit:
+			return
+		case m := <-s.q:
+			if m.flushed != nil {
+				close(m.flushed)
+				continue
+			}
+			if s.err.Load() != nil {
+				continue // the link has failed: drop what was queued after
+			}
+			ctx, cancel := c.e.setupCtx(context.Background())
+			if err := c.send(ctx, m.h, m.payload); err != nil {
+				s.err.Store(&err)
+			}
+			cancel()
+		}
+	}
+}
+
+// send is one message's NCCL calls, on the caller's goroutine.
+func (c *conn) send(ctx context.Context, h transport.Header, payload []byte) error {
 	l := &c.out
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,6 +308,9 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 // payload receive, so a mismatched peer produces a *MismatchError, never a write of the
 // wrong size into buf.
 func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
+	if p := c.eager.err.Load(); p != nil {
+		return *p
+	}
 	l := &c.in
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -248,14 +380,17 @@ func (c *conn) Close() error {
 				cm.abort(fmt.Errorf("nccl: link to rank %d closed: %w", c.peer, transport.ErrClosed))
 			}
 		}
+		close(c.eager.quit)
+		c.setupMu.Lock() // a setup under way finishes (or times out) first
+		c.closed = true
+		c.setupMu.Unlock()
 		for _, l := range []*link{&c.out, &c.in} {
 			l.mu.Lock()
-			if l.c != nil {
-				l.c.close(c.e.closeTimeout())
+			if cm := l.cur.Swap(nil); cm != nil {
+				cm.close(c.e.closeTimeout())
 			}
 			c.freeStage(l)
 			l.err = fmt.Errorf("nccl: link to rank %d: %w", c.peer, transport.ErrClosed)
-			l.c = nil
 			l.mu.Unlock()
 		}
 		c.e.forget(c)

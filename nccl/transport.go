@@ -264,6 +264,7 @@ func (e *endpoint) Connect(ctx context.Context, p transport.PeerInfo) (transport
 		return nil, fmt.Errorf("nccl: connect to rank %d: %w", p.Rank, transport.ErrClosed)
 	}
 	c := &conn{e: e, peer: p.Rank, host: p.Host}
+	c.eager.quit = make(chan struct{})
 	c.out.dir, c.in.dir = dirSend, dirRecv
 	e.conns[c] = struct{}{}
 	return c, nil

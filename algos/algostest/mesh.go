@@ -52,6 +52,12 @@ func NewMesh(ctx context.Context, world int) (*Mesh, error) {
 	return m, nil
 }
 
+// MeshOf is a mesh over links that are already connected (links[r][p]: rank r's end of
+// the link to p, nil for r == p), of any transport, for running the algorithms over it.
+func MeshOf(links [][]transport.Conn) *Mesh {
+	return &Mesh{World: len(links), links: links}
+}
+
 // Close closes every link.
 func (m *Mesh) Close() {
 	for r := range m.links {

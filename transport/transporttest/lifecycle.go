@@ -215,3 +215,48 @@ func coverage(spans [][2]int, n int) error {
 	}
 	return nil
 }
+
+// testEagerFloor has both ranks send two messages before either receives, at sizes up
+// to what the link takes without a running receive (transport.Eager, else the 16 KiB
+// every Conn promises): the algorithms' small steps do exactly that, so a link that
+// waits for its receiver deadlocks them. Every byte must arrive, in order.
+func testEagerFloor(t *testing.T, tr transport.Transport, opt Options) {
+	conns := Mesh(t, tr, 2, opt)
+	eager := 16 << 10
+	if e, ok := conns[0][1].(transport.Eager); ok {
+		eager = e.EagerBytes()
+	}
+	if opt.EagerMax > 0 {
+		eager = min(eager, opt.EagerMax)
+	}
+	for i, n := range []int{0, 1, 7, 64, 1000, 4097, 16 << 10} {
+		if n > opt.MaxMessage || n > eager {
+			continue
+		}
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ctx := opt.ctx(t)
+			var g group
+			for r := range 2 {
+				g.Go(func() error {
+					l := conns[r][1-r]
+					for m := range 2 {
+						if err := l.Send(ctx, Header(uint64(2*i+m), n, 4), Pattern(n, uint64(r*1000+10*i+m))); err != nil {
+							return fmt.Errorf("rank %d send %d: %w", r, m, err)
+						}
+					}
+					got := make([]byte, n)
+					for m := range 2 {
+						if err := l.Recv(ctx, Header(uint64(2*i+m), n, 4), got); err != nil {
+							return fmt.Errorf("rank %d recv %d: %w", r, m, err)
+						}
+						if d := Diff(got, Pattern(n, uint64((1-r)*1000+10*i+m))); d != "" {
+							return fmt.Errorf("rank %d message %d: %s", r, m, d)
+						}
+					}
+					return nil
+				})
+			}
+			require.NoError(t, g.Wait())
+		})
+	}
+}

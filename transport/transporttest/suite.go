@@ -25,6 +25,7 @@ func Run(t *testing.T, tr transport.Transport, opt Options) {
 	t.Run("Sizes", func(t *testing.T) { testSizes(t, tr, opt) })
 	t.Run("ConcurrentPeers", func(t *testing.T) { testConcurrentPeers(t, tr, opt) })
 	t.Run("FullDuplex", func(t *testing.T) { testFullDuplex(t, tr, opt) })
+	t.Run("EagerFloor", func(t *testing.T) { testEagerFloor(t, tr, opt) })
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, tr, opt) })
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, tr, opt) })
 	if !opt.SkipClose {
