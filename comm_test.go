@@ -332,3 +332,40 @@ func TestInitBadTransportSettingIsInvalid(t *testing.T) {
 	require.Contains(t, err.Error(), `tcp.bufsize="8Q"`)
 	require.NotContains(t, err.Error(), "tcp: tcp:")
 }
+
+// TestInitRefusesLinksBelowTheEagerFloor: a link that cannot hold two unreceived 16 KiB
+// messages (rdma's software provider with two 4 KiB slots) would deadlock the
+// algorithms' small steps, so Init fails on the ranks it joins, naming the link and the
+// settings to change; with enough slots the same communicator runs an 8-byte AllReduce.
+func TestInitRefusesLinksBelowTheEagerFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := func(credits string) []goccl.Option {
+		return []goccl.Option{goccl.WithTransport("rdma"), goccl.WithParam("rdma.provider", "soft"),
+			goccl.WithParam("rdma.chunk_bytes", "4096"), goccl.WithParam("rdma.credits", credits), goccl.WithInitTimeout(10 * time.Second)}
+	}
+	_, err := goccl.InitLocal(ctx, 2, opts("2")...)
+	require.ErrorIs(t, err, goccl.ErrInvalid)
+	require.ErrorContains(t, err, "takes 4056 bytes without a running receive")
+	require.ErrorContains(t, err, "rdma.credits")
+
+	comms, err := goccl.InitLocal(ctx, 2, opts("10")...)
+	require.NoError(t, err)
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	got := make([][]float32, 2)
+	errs := make([]error, 2)
+	for r, c := range comms {
+		got[r] = []float32{float32(r + 1), 0.5}
+		wg.Go(func() { errs[r] = c.AllReduce(ctx, goccl.HostSlice(got[r]), goccl.HostSlice(got[r]), 2, goccl.Float32, goccl.Sum) })
+	}
+	wg.Wait()
+	for r := range comms {
+		require.NoError(t, errs[r])
+		require.Equal(t, []float32{3, 1}, got[r], "rank %d", r)
+	}
+}

@@ -93,6 +93,14 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 			if e, ok := conn.(transport.Eager); ok {
 				eager = e.EagerBytes()
 			}
+			if eager < algos.EagerBytes {
+				conn.Close()
+				cancel(fmt.Errorf("goccl: rank %d: %w: the %s link to rank %d takes %d bytes without a running receive; "+
+					"the algorithms send up to %d on both ranks before they receive: enlarge the link's buffers "+
+					"(for rdma, rdma.chunk_bytes x rdma.credits of at least two such messages and their headers)",
+					c.rank, transport.ErrInvalid, name, peer, eager, algos.EagerBytes))
+				return
+			}
 			mu.Lock()
 			c.localEager = min(c.localEager, eager)
 			c.links[peer] = c.observe(peer, conn)

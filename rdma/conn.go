@@ -80,6 +80,11 @@ type conn struct {
 func (c *conn) Peer() int        { return c.peer }
 func (c *conn) Describe() string { return c.desc }
 
+// EagerBytes is the largest message of which two can wait unreceived (transport.Eager):
+// a message takes ceil((n+40)/chunk) of the receiver's credits slots, its frame header
+// in the first, and both ends have the same credits and chunk (Connect checks).
+func (c *conn) EagerBytes() int { return max(0, (c.credits/2)*c.chunk-transport.FrameHeaderSize) }
+
 func (c *conn) peerErr(format string, args ...any) error {
 	return &transport.PeerError{Peer: c.peer, Host: c.host, Err: fmt.Errorf("rdma: "+format, args...)}
 }

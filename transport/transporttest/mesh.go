@@ -42,9 +42,6 @@ type Options struct {
 	SkipStreamer bool
 	// SkipClose skips the close-semantics checks.
 	SkipClose bool
-	// EagerMax caps the sizes of the EagerFloor check for a configuration whose
-	// buffers hold less than the 16 KiB floor (rdma's small test slots); 0 means none.
-	EagerMax int
 }
 
 func (o Options) withDefaults() Options {
