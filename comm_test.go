@@ -361,7 +361,9 @@ func TestInitRefusesLinksBelowTheEagerFloor(t *testing.T) {
 	errs := make([]error, 2)
 	for r, c := range comms {
 		got[r] = []float32{float32(r + 1), 0.5}
-		wg.Go(func() { errs[r] = c.AllReduce(ctx, goccl.HostSlice(got[r]), goccl.HostSlice(got[r]), 2, goccl.Float32, goccl.Sum) })
+		wg.Go(func() {
+			errs[r] = c.AllReduce(ctx, goccl.HostSlice(got[r]), goccl.HostSlice(got[r]), 2, goccl.Float32, goccl.Sum)
+		})
 	}
 	wg.Wait()
 	for r := range comms {
