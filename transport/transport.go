@@ -109,7 +109,8 @@ type Streamer interface {
 // Eager is an optional Conn ability: a Send of at most EagerBytes() bytes returns
 // without the peer's Recv as long as no more than two such messages are unread on the
 // link (the peer's buffering holds them). It must give the same answer at both ends. A
-// Conn without it promises algos.EagerBytes (16 KiB). Algorithms run steps this small
+// Conn without it promises algos.EagerBytes (16 KiB), and goccl.Init refuses a link
+// that says less (the conformance suite's EagerFloor check tests the promise). Algorithms run steps this small
 // on one goroutine, with no sender and receiver goroutines to wake.
 type Eager interface {
 	EagerBytes() int
