@@ -20,12 +20,10 @@ const DefaultChunkBytes = 512 << 10
 
 // EagerBytes is the largest message an algorithm may send without a receive running
 // concurrently on the same rank, provided no link then holds more than two such
-// messages unread. Every transport buffers that much without the receiver's help: a
-// TCP socket's send and receive buffers, the shm ring (64 KiB at least), inmem's queue,
-// rdma's credits. Algorithms run such small steps in the calling goroutine instead of
-// a sender and a receiver goroutine each, which is what small collectives spend most
-// of their time on otherwise.
-const EagerBytes = 16 << 10
+// messages unread: the links' floor (transport.EagerFloor). Algorithms run such small
+// steps in the calling goroutine instead of a sender and a receiver goroutine each,
+// which is what small collectives spend most of their time on otherwise.
+const EagerBytes = transport.EagerFloor
 
 // EagerLimit is the eager size algorithms may assume on p's links: what p reports when
 // it has an EagerBytes method (the communicator agrees one value across its ranks at

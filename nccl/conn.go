@@ -46,7 +46,7 @@ type conn struct {
 	host    string
 	out, in link
 
-	eager eagerSender // Sends of at most eagerBytes return once queued
+	eager eagerSender // Sends of at most transport.EagerFloor return once queued
 
 	setupMu  sync.Mutex // both directions' communicators are created under it, once
 	setupErr error      // why they could not be
@@ -175,12 +175,10 @@ func (c *conn) freeStage(l *link) {
 	l.n = 0
 }
 
-// eagerBytes is the largest message Send queues and returns without waiting for the
-// receiver: the floor the Conn contract gives a link without transport.Eager (the
-// algorithms send steps this small on both ranks before they receive). An NCCL send
-// completes only with its receive, so the link queues such messages (two at most)
-// for a goroutine of its own that makes the NCCL calls, as a socket's buffer would.
-const eagerBytes = 16 << 10
+// An NCCL send completes only with its receive, but a link without transport.Eager
+// promises transport.EagerFloor (the algorithms send steps this small on both ranks
+// before they receive). So the link queues such messages (two at most) for a goroutine
+// of its own that makes the NCCL calls, as a socket's buffer would.
 
 // eagerSender is the link's queue of small messages and the goroutine draining it.
 type eagerSender struct {
@@ -199,7 +197,7 @@ type eagerMsg struct {
 }
 
 // Send transmits the 40-byte frame header and the payload as two ncclSend calls in one
-// group. A payload of at most eagerBytes is copied and queued, and Send returns at
+// group. A payload of at most transport.EagerFloor is copied and queued, and Send returns at
 // once unless two are queued already; a larger one waits for the queue to drain and
 // returns when NCCL has delivered it (the receiver has posted its receive). A queued
 // message that fails fails the link: the next Send or Recv returns its error.
@@ -213,7 +211,7 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 		return *p
 	}
 	m := eagerMsg{h: h}
-	if len(payload) <= eagerBytes {
+	if len(payload) <= transport.EagerFloor {
 		m.payload = append(make([]byte, 0, len(payload)), payload...)
 	} else {
 		m.flushed = make(chan struct{})

@@ -109,12 +109,17 @@ type Streamer interface {
 // Eager is an optional Conn ability: a Send of at most EagerBytes() bytes returns
 // without the peer's Recv as long as no more than two such messages are unread on the
 // link (the peer's buffering holds them). It must give the same answer at both ends. A
-// Conn without it promises algos.EagerBytes (16 KiB), and goccl.Init refuses a link
-// that says less (the conformance suite's EagerFloor check tests the promise). Algorithms run steps this small
-// on one goroutine, with no sender and receiver goroutines to wake.
+// Conn without it promises EagerFloor, and goccl.Init refuses a link that says less
+// (the conformance suite's EagerFloor check tests the promise). Algorithms run steps
+// this small on one goroutine, with no sender and receiver goroutines to wake.
 type Eager interface {
 	EagerBytes() int
 }
+
+// EagerFloor is what every link takes without a running receive (transport.Eager): a
+// TCP socket's buffers, the shm ring (64 KiB at least), inmem's queue, rdma's slots
+// (Init checks), the nccl link's send queue. algos.EagerBytes is this.
+const EagerFloor = 16 << 10
 
 // Describer is an optional Conn ability: a one-line description for logs
 // ("tcp 127.0.0.1:4000->127.0.0.1:4001, 4 sockets").

@@ -217,18 +217,18 @@ func coverage(spans [][2]int, n int) error {
 }
 
 // testEagerFloor has both ranks send two messages before either receives, at sizes up
-// to what the link takes without a running receive (transport.Eager, else the 16 KiB
-// every Conn promises), that size included: the algorithms' small steps do exactly
+// to what the link takes without a running receive (transport.Eager, else the
+// transport.EagerFloor every Conn promises), that size included: the algorithms' small steps do exactly
 // that, so a link that waits for its receiver deadlocks them. Every byte must arrive,
-// in order. (A link that says it takes less than 16 KiB is refused by goccl.Init.)
+// in order. (A link that says it takes less is refused by goccl.Init.)
 func testEagerFloor(t *testing.T, tr transport.Transport, opt Options) {
 	conns := Mesh(t, tr, 2, opt)
-	eager := 16 << 10
+	eager := transport.EagerFloor
 	if e, ok := conns[0][1].(transport.Eager); ok {
 		eager = e.EagerBytes()
 	}
-	sizes := []int{0, 1, 7, 64, 1000, 4097, 16 << 10}
-	if eager > 16<<10 {
+	sizes := []int{0, 1, 7, 64, 1000, 4097, transport.EagerFloor}
+	if eager > transport.EagerFloor {
 		sizes = append(sizes, eager) // what the link says it takes, not only the floor
 	}
 	for i, n := range sizes {
