@@ -23,11 +23,19 @@ if [ -z "${QUICK:-}" ]; then
 	go test -race -count=1 -timeout 15m . ./transport/... ./algos/... ./tcp/... ./shm/... ./dp/...
 
 	echo "== fuzz (short)"
-	# Every FuzzXxx target, a few seconds each, from its checked-in seed corpus.
+	# Every FuzzXxx target, from its checked-in seed corpus, for a fixed number of inputs
+	# (a few seconds each). A count, not a duration: a duration races the fuzzing engine's
+	# own deadline on a loaded machine and fails with "context deadline exceeded" having
+	# found nothing (golang/go#51484). A failure prints the engine's whole log, which names
+	# the failing input it wrote under testdata/fuzz/.
+	log=$(mktemp)
+	trap 'rm -f "$log"' EXIT
 	for pkg in $(go list ./...); do
 		dir=$(go list -f '{{.Dir}}' "$pkg")
 		for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-			go test -run '^$' -fuzz "^${f}\$" -fuzztime "${FUZZTIME:-5s}" "$pkg" >/dev/null
+			if ! go test -run '^$' -fuzz "^${f}\$" -fuzztime "${FUZZTIME:-20000x}" "$pkg" >"$log" 2>&1; then
+				echo "fuzz $pkg $f FAILED:"; cat "$log"; exit 1
+			fi
 			echo "fuzz $pkg $f ok"
 		done
 	done
