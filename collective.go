@@ -95,6 +95,11 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown op %d (valid: sum, prod, max, min, avg)", c.rank, k.kind, transport.ErrInvalid, k.op)
 	}
 	bytes := algos.Bytes(k.kind, k.count, k.dt, c.size)
+	if k.kind == KindAllReduce && bytes <= algos.SmallExchangeMax && !c.traceLog {
+		if done, err := c.exchange(ctx, w, k, hdr, bytes); done {
+			return err
+		}
+	}
 	alg, reason, err := c.sel.Load().pick(k.kind, bytes, c.size, c.offload)
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
@@ -107,14 +112,6 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 	w.algo = alg.Name()
 	if c.traceLog { // nothing is formatted on the hot path otherwise
 		c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", alg.Name(), "why", reason)
-	}
-	if k.kind == KindAllReduce && bytes <= algos.SmallExchangeMax &&
-		k.send.Kind() == transport.Host && k.recv.Kind() == transport.Host && !(c.shared.live > 0 && c.directFirst(k, bytes)) {
-		if x, ok := alg.(algos.Exchanger); ok {
-			if done, err := c.exchange(ctx, k, hdr, x, alg.Name()); done {
-				return err
-			}
-		}
 	}
 	send, recv, finish, err := c.hostBuffers(ctx, k.send, k.recv)
 	if err != nil {
@@ -156,29 +153,67 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 	return finish(true)
 }
 
-// exchange runs a small AllReduce itself when the algorithm x sends it as one direct
-// exchange (algos.Exchanger): the same messages as x.Run, received into the
-// communicator's own scratch, without the algorithm's second check of its Args and
-// its pooled buffers (an eighth of an 8-byte call's instructions: BENCHMARKS.md,
-// "Speed", 12). done is false when x does not run this call that way.
-func (c *Comm) exchange(ctx context.Context, k *call, hdr transport.Header, x algos.Exchanger, name string) (done bool, err error) {
-	a, peers := &c.scratch.args, &c.scratch.peers
-	*a = algos.Args{Kind: k.kind, Send: k.send.Bytes(), Recv: k.recv.Bytes(), Count: k.count, DType: k.dt, Op: k.op,
-		Root: k.root, SendPeer: -1, RecvPeer: -1, ChunkBytes: c.chunk}
-	defer func() { *a, *peers = algos.Args{}, opPeers{} }() // do not keep the caller's buffers alive
-	t, ok := x.ExchangeTag(k.count*k.dt.Size(), c.size, algos.ChunkSize(a, algos.DefaultChunkBytes), c.eager)
-	if !ok {
+// smallPick is what a small AllReduce of bytes bytes (elements of esz bytes) resolved to
+// under the selector sel: whether the chosen algorithm, named name, sends it as one
+// direct exchange, and under which tag (algos.Exchanger). The communicator keeps the
+// last one (under execMu), so a run of calls of one size resolves it once.
+type smallPick struct {
+	sel        *selector
+	bytes, esz int
+	name       string
+	tag        uint32
+	ok         bool
+}
+
+// exchange runs a small AllReduce itself when the algorithm the selector picks for it
+// sends it as one direct exchange (algos.Exchanger): the same messages as that
+// algorithm's Run, received into the communicator's own scratch. It skips what the
+// general path repeats for every call and a run of small calls does not need: the
+// choice is resolved once per size (smallPick), the buffers get the cheap sufficient
+// check below instead of Args and algos.Validate, and the algorithm's pooled buffers
+// are not used. done is false when the call is not of that kind, or its buffers are
+// not plainly valid: the general path then runs it, or reports what is wrong with it.
+func (c *Comm) exchange(ctx context.Context, w *Work, k *call, hdr transport.Header, bytes int) (done bool, err error) {
+	if k.count < 0 || k.count > algos.SmallExchangeMax || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
 		return false, nil
 	}
-	if err := algos.Validate(a, c.rank, c.size); err != nil {
-		return true, fmt.Errorf("goccl: rank %d: %w", c.rank, err)
+	send, recv := k.send.Bytes(), k.recv.Bytes()
+	if len(send) < bytes || len(recv) < bytes {
+		return false, nil
 	}
-	if need := c.size * len(a.Send); len(c.exchIn) < need {
+	send, recv = send[:bytes:bytes], recv[:bytes:bytes]
+	if !algos.SameMemory(send, recv) && !algos.Apart(send, recv) {
+		return false, nil
+	}
+	if c.shared.live > 0 && c.directFirst(k, bytes) {
+		return false, nil
+	}
+	p := &c.small
+	if sel, esz := c.sel.Load(), k.dt.Size(); p.sel != sel || p.bytes != bytes || p.esz != esz {
+		*p = smallPick{sel: sel, bytes: bytes, esz: esz}
+		alg, _, err := sel.pick(k.kind, bytes, c.size, c.offload)
+		if err != nil || alg == nil || alg == directAlgo {
+			return false, nil // the general path reports the error, or offloads
+		}
+		if x, ok := alg.(algos.Exchanger); ok {
+			chunk := algos.ChunkSize(&algos.Args{DType: k.dt, ChunkBytes: c.chunk}, algos.DefaultChunkBytes)
+			p.tag, p.ok = x.ExchangeTag(bytes, c.size, chunk, c.eager)
+			p.name = alg.Name()
+		}
+	}
+	if !p.ok {
+		return false, nil
+	}
+	w.algo = p.name
+	if need := c.size * bytes; len(c.exchIn) < need {
 		c.exchIn = make([]byte, c.size*algos.SmallExchangeMax)
 	}
+	peers := &c.scratch.peers
 	*peers = opPeers{c: c, hdr: hdr}
-	if err := algos.Exchange(ctx, peers, t, k.dt, k.op, a.Send, a.Recv, c.exchIn); err != nil {
-		return true, fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, name, err)
+	err = algos.Exchange(ctx, peers, p.tag, k.dt, k.op, send, recv, c.exchIn)
+	*peers = opPeers{}
+	if err != nil {
+		return true, fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, p.name, err)
 	}
 	return true, nil
 }

@@ -36,6 +36,15 @@ func CopyDistinct(dst, src []byte) {
 	copy(dst, src)
 }
 
+// Apart reports whether a and b share no byte.
+func Apart(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	x, y := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return x+uintptr(len(a)) <= y || y+uintptr(len(b)) <= x
+}
+
 // SameMemory reports whether a and b start at the same address.
 func SameMemory(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)

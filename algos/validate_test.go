@@ -138,3 +138,25 @@ func TestBytes(t *testing.T) {
 	require.Equal(t, 6, algos.Bytes(transport.KindSendRecv, 3, transport.BFloat16, 4))
 	require.Equal(t, 0, algos.Bytes(transport.KindBarrier, 3, transport.Float32, 4))
 }
+
+// Apart is the overlap test of the communicator's small AllReduce (Validate's rule for
+// AllReduce, with SameMemory): no shared byte, whatever the order of the two slices.
+func TestApart(t *testing.T) {
+	b := make([]byte, 16)
+	for _, tc := range []struct {
+		name string
+		x, y []byte
+		want bool
+	}{
+		{"disjoint", b[:8], b[8:], true},
+		{"disjoint, reversed", b[8:], b[:8], true},
+		{"same", b[:8], b[:8], false},
+		{"one byte shared", b[:9], b[8:], false},
+		{"one byte shared, reversed", b[8:], b[:9], false},
+		{"inside", b[2:4], b[:8], false},
+		{"empty", b[:0], b[:8], true},
+		{"separate arrays", make([]byte, 4), make([]byte, 4), true},
+	} {
+		require.Equal(t, tc.want, algos.Apart(tc.x, tc.y), tc.name)
+	}
+}
