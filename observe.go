@@ -106,8 +106,7 @@ func (o *obsConn) Recv(ctx context.Context, want transport.Header, buf []byte) e
 // send is Send without the trace span: it marks the link blocked for the flight
 // recorder (with the operation's start: a message costs no clock read, and for "who is
 // stuck" it is the link that matters), counts the bytes, and names the peer in a
-// timeout. (No closure and no time.Time per message: the observer's share of an 8-byte
-// AllReduce's instructions halved without them.)
+// timeout. (No closure and no time.Time per message: BENCHMARKS.md, "Speed", 14.)
 func (o *obsConn) send(ctx context.Context, h transport.Header, p []byte) error {
 	op := o.mark(&o.state.sendSince)
 	return o.settle(o.Conn.Send(ctx, h, p), &o.state.sendSince, &o.state.sent, len(p), "send to", op)
@@ -139,7 +138,7 @@ func (o *obsConn) settle(err error, since *atomic.Int64, bytes *atomic.Uint64, n
 }
 
 // traced runs one transfer of n bytes (fn) and records it as a span on the link's track
-// (tid plus the peer) when tracing is on.
+// (tid plus the peer); only for a communicator that traces.
 func (o *obsConn) traced(tid int, span string, n int, tag uint32, fn func() error) error {
 	start := time.Now()
 	err := fn()

@@ -57,10 +57,11 @@ func Apply3Stream(dt transport.DType, op transport.Op, dst, a, b []byte) error {
 const tinyBytes = 64
 
 // tinySum is Apply3 for the float32 and float64 sums of a few values, a small
-// AllReduce's: the loop without the checks and the dispatch around it, which cost ten
-// times the additions at these sizes. It reports false, having done nothing, for
-// anything else (another dtype or op, operands of different lengths, a length that is
-// not whole elements, an unaligned operand), which Apply3 then handles.
+// AllReduce's: the loop without the checks and the dispatch around it, a quarter of
+// the time at these sizes (an 8-byte Apply3 and Finish: 38 ns with them, 29 without).
+// It reports false, having done nothing, for anything else (another dtype or op,
+// operands of different lengths, a length that is not whole elements, an unaligned
+// operand), which Apply3 then handles.
 func tinySum(dt transport.DType, op transport.Op, dst, a, b []byte) bool {
 	if op != transport.Sum && op != transport.Avg || len(a) != len(dst) || len(b) != len(dst) {
 		return false
