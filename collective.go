@@ -174,6 +174,8 @@ type smallPick struct {
 // are not used. done is false when the call is not of that kind, or its buffers are
 // not plainly valid: the general path then runs it, or reports what is wrong with it.
 func (c *Comm) exchange(ctx context.Context, w *Work, k *call, hdr transport.Header, bytes int) (done bool, err error) {
+	// The count bound also keeps bytes honest: a count whose byte size overflowed to a
+	// small number goes to algos.Validate, which says so.
 	if k.count < 0 || k.count > algos.SmallExchangeMax || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
 		return false, nil
 	}

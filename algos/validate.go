@@ -165,14 +165,11 @@ const noAlias = math.MinInt
 // Send = Recv + alias for the offset-aliasing kinds (alias >= 0: Send lies inside Recv;
 // alias < 0: Recv inside Send).
 func checkOverlap(a *Args, alias, rank int, fail func(string, ...any) error) error {
-	if len(a.Send) == 0 || len(a.Recv) == 0 {
+	if Apart(a.Send, a.Recv) {
 		return nil
 	}
 	s := uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))
 	r := uintptr(unsafe.Pointer(unsafe.SliceData(a.Recv)))
-	if s+uintptr(len(a.Send)) <= r || r+uintptr(len(a.Recv)) <= s {
-		return nil
-	}
 	switch {
 	case alias == noAlias:
 		if s == r && (a.Kind != transport.KindSendRecv || a.SendPeer == rank) {
