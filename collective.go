@@ -59,14 +59,9 @@ func (p *opPeers) Header(tag uint32) transport.Header {
 
 // collective queues k and returns its Work.
 func (c *Comm) collective(ctx context.Context, k call) *Work {
-	w := &Work{ctx: ctx, opSpec: opSpec{coll: k, bytes: k.count * k.dt.Size()}}
+	w := &Work{ctx: ctx, opSpec: opSpec{coll: k}}
+	w.opSpec.prepare()
 	return c.submit(w)
-}
-
-// collectiveSync runs k and waits for it; on an idle communicator it runs on the
-// caller's goroutine (no hand-off to the loop and back: two thread wake-ups saved).
-func (c *Comm) collectiveSync(ctx context.Context, k call) error {
-	return c.runSync(ctx, opSpec{coll: k, bytes: k.count * k.dt.Size()})
 }
 
 // runCollective runs k, collective number hdr.Seq (execute numbers them).

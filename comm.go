@@ -64,8 +64,7 @@ type Comm struct {
 	op        opCtx           // the context operations run under (opctx.go)
 	opStop    func() bool     // disarms the AfterFunc on opArmed; under execMu
 	opArmed   context.Context // the caller context opStop's callback watches; under execMu
-	opUser    context.Context // the running operation's caller context; under opMu
-	opMu      sync.Mutex      // guards the four below and op's replacement
+	opUser    context.Context // the running operation's caller context; under mu, like the four below and op's replacement
 	opCancel  context.CancelCauseFunc
 	opRunning bool
 	opGen     uint64
@@ -85,6 +84,9 @@ type Comm struct {
 	directMin  int       // shm.direct_min: the smallest collective that tries direct on shared memory; -1 off
 	shmDir     string    // shm.dir, where AllocShared puts its windows
 
+	// mu guards the queue, the sticky error and closed, and the state of the running
+	// operation (opUser..prog above, the flight recorder and the counters): one lock, so
+	// that a blocking call takes it twice, once as it starts and once as it ends.
 	mu     sync.Mutex
 	err    error // sticky failure
 	closed bool

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	_ "unsafe" // go:linkname
@@ -207,8 +206,8 @@ type OpRecord struct {
 // flightRecords is how many operations each communicator remembers.
 const flightRecords = 64
 
+// flight is the flight recorder's ring of records; the communicator's mu guards it.
 type flight struct {
-	mu  sync.Mutex
 	ops [flightRecords]opRec
 	n   uint64 // records written so far; a Work keeps the number of its own
 }
@@ -224,26 +223,20 @@ type opRec struct {
 	fp                        transport.Fingerprint // a collective's, when desc is nil
 }
 
-// queued records w as issued at now (and, with running, as started at the same time:
-// a blocking call on an idle communicator, one lock instead of two).
-func (f *flight) queued(w *Work, now int64, running bool) {
-	f.mu.Lock()
+// queued records w, which runs op, as issued at now (and, with running, as started at
+// the same time: a blocking call on an idle communicator).
+func (f *flight) queued(w *Work, op *opSpec, now int64, running bool) {
 	f.n++
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
 	r.seq, r.state, r.queued, r.started, r.finished = f.n, OpQueued, now, 0, 0
-	r.algo, r.err, r.desc = "", "", w.desc
+	r.algo, r.err, r.desc, r.fp = "", "", op.desc, op.fp
 	if running {
 		r.state, r.started = OpRunning, now
 	}
-	if w.desc == nil {
-		r.fp = w.coll.fingerprint()
-	}
-	f.mu.Unlock()
 }
 
-// record returns operation n's record, or nil once newer ones have overwritten it; the
-// caller holds mu.
+// record returns operation n's record, or nil once newer ones have overwritten it.
 func (f *flight) record(n uint64) *opRec {
 	if n == 0 || f.n-n >= flightRecords {
 		return nil
@@ -252,22 +245,12 @@ func (f *flight) record(n uint64) *opRec {
 }
 
 func (f *flight) started(n uint64, t int64) {
-	f.mu.Lock()
 	if r := f.record(n); r != nil {
 		r.state, r.started = OpRunning, t
 	}
-	f.mu.Unlock()
 }
 
-// finished records that operation n ended at t without running (the communicator had
-// failed before it started); it is not counted in Stats.
-func (f *flight) finished(n uint64, t int64, err error) {
-	f.mu.Lock()
-	f.end(n, t, "", err)
-	f.mu.Unlock()
-}
-
-// end records the end of operation n; the caller holds mu.
+// end records the end of operation n at t, run by algo ("" when it did not run).
 func (f *flight) end(n uint64, t int64, algo string, err error) {
 	if r := f.record(n); r != nil {
 		r.state, r.finished, r.algo = OpDone, t, algo
@@ -277,21 +260,12 @@ func (f *flight) end(n uint64, t int64, algo string, err error) {
 	}
 }
 
-// finished records the end of an operation that ran, and counts it (Stats) under the
-// same lock: one lock per operation's end, not two.
-func (c *Comm) finished(w *Work, t int64, took time.Duration, err error) {
-	c.flight.mu.Lock()
-	c.flight.end(w.rec, t, w.algo, err)
-	c.counters.add(w.algo, w.bytes, took, err)
-	c.flight.mu.Unlock()
-}
-
 // FlightRecord returns the last operations (oldest first), with what each running one
 // is waiting for, like PyTorch's flight recorder.
 func (c *Comm) FlightRecord() []OpRecord {
 	f := &c.flight
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []OpRecord
 	start := uint64(0)
 	if f.n > flightRecords {
@@ -386,7 +360,7 @@ type LinkTotals struct {
 	Links          int
 }
 
-// counters are guarded by the flight recorder's mutex (Comm.finished).
+// counters are guarded by the communicator's mu.
 type counters struct {
 	ops      uint64
 	errors   uint64
@@ -423,13 +397,13 @@ func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
 
 // Stats returns a snapshot of the communicator's counters.
 func (c *Comm) Stats() Stats {
-	c.flight.mu.Lock()
+	c.mu.Lock()
 	s := Stats{Ops: c.counters.ops, Errors: c.counters.errors, Bytes: c.counters.bytes,
 		ByAlgo: map[string]AlgoStats{}, Transport: map[string]LinkTotals{}}
 	for k, v := range c.counters.byAlgo {
 		s.ByAlgo[k] = *v
 	}
-	c.flight.mu.Unlock()
+	c.mu.Unlock()
 	for p := range c.linkStates {
 		if p == c.rank {
 			continue

@@ -48,15 +48,20 @@ func (o *opCtx) Err() error {
 // initOpCtx gives the communicator a fresh operation context.
 func (c *Comm) initOpCtx() {
 	base, cancel := context.WithCancelCause(context.Background())
-	c.opMu.Lock()
+	c.mu.Lock()
 	c.op.Context, c.opCancel = base, cancel
-	c.opMu.Unlock()
+	c.mu.Unlock()
 }
 
-// opStart arms the operation context for an operation that starts now on behalf of a
-// caller whose context is user, and records a collective's header (nil for other
-// operations) as the watchdog's progress. The caller holds execMu.
-func (c *Comm) opStart(user context.Context, start int64, coll *transport.Header) context.Context {
+// opPrep is what an operation's start needs from its caller's context, computed before
+// the communicator's lock is taken: the context's methods are the caller's code, which
+// must not run under that lock.
+type opPrep struct {
+	dl        int64 // the deadline: the start plus Config.Timeout, or the caller's when earlier (Unix ns)
+	cancelled bool  // the caller's context had ended before the operation started
+}
+
+func (c *Comm) prep(user context.Context, start int64) opPrep {
 	dl := monoUnix(start) + int64(c.cfg.Timeout)
 	if dl < 0 { // a timeout of centuries: no deadline to speak of
 		dl = math.MaxInt64
@@ -64,24 +69,33 @@ func (c *Comm) opStart(user context.Context, start int64, coll *transport.Header
 	if d, ok := user.Deadline(); ok && d.UnixNano() < dl {
 		dl = d.UnixNano()
 	}
-	c.opMu.Lock()
+	return opPrep{dl: dl, cancelled: user.Err() != nil}
+}
+
+// opStartLocked arms the operation context for an operation that starts at start on
+// behalf of a caller whose context is user, with deadline dl, and records a collective's
+// header (nil for other operations) as the watchdog's progress. The caller holds
+// execMu and mu, and calls arm(user) once it has released mu.
+func (c *Comm) opStartLocked(user context.Context, start, dl int64, coll *transport.Header) {
 	c.opGen++
 	c.opRunning, c.opStarted, c.opUser = true, start, user
 	if coll != nil {
 		c.prog = progressRec{seq: coll.Seq, fp: coll.Fp, gen: c.opGen}
 	}
 	c.op.deadline.Store(dl)
-	c.opMu.Unlock()
+}
+
+// arm makes the end of user cancel the operation running on its behalf. One callback
+// per caller context, not per operation: a caller that issues its operations under one
+// context (a training loop's, perf's) arms it once. Registering on a cancelable
+// context costs a lock, an allocation and a map insert in its parent, a quarter of a
+// small collective's CPU time. The caller holds execMu.
+func (c *Comm) arm(user context.Context) {
 	if user.Done() != nil && user != c.opArmed {
-		// One callback per caller context, not per operation: a caller that issues its
-		// operations under one context (a training loop's, perf's) arms it once.
-		// Registering on a cancelable context costs a lock, an allocation and a map
-		// insert in its parent, a quarter of a small collective's CPU time.
 		c.disarm()
 		c.opArmed = user
 		c.opStop = context.AfterFunc(user, func() { c.cancelFor(user) })
 	}
-	return &c.op
 }
 
 // disarm removes the callback on the last caller context; the caller holds execMu (or
@@ -93,58 +107,54 @@ func (c *Comm) disarm() {
 	}
 }
 
-// opEnd ends the operation opStart began (the callback on its caller's context stays
-// armed for the next operation under the same context). When a deadline or the caller's context cancelled
-// the operation but it succeeded all the same (the cancellation came after its last
-// message), the links are intact and the communicator gets a fresh context, so the next
-// operation does not inherit the cancellation.
-func (c *Comm) opEnd(ok bool) {
-	c.opMu.Lock()
+// opEndLocked ends the operation opStartLocked began (the callback on its caller's
+// context stays armed for the next operation under the same context); the caller holds
+// mu. It reports whether the communicator needs a fresh operation context: when a
+// deadline or the caller's context cancelled the operation but it succeeded all the
+// same (the cancellation came after its last message), the links are intact, and the
+// next operation must not inherit the cancellation (initOpCtx, once mu is released).
+func (c *Comm) opEndLocked(ok bool) (refresh bool) {
 	c.opRunning, c.opUser = false, nil
 	c.op.deadline.Store(0)
-	cancelled := c.op.Context.Err() != nil
-	c.opMu.Unlock()
-	if ok && cancelled && c.Err() == nil {
-		c.initOpCtx()
-	}
+	return ok && c.err == nil && c.op.Context.Err() != nil
 }
 
 // cancelRunning cancels operation gen with cause if it is still running: a check that
 // finishes late must not cancel the next operation.
 func (c *Comm) cancelRunning(gen uint64, cause error) {
-	c.opMu.Lock()
+	c.mu.Lock()
 	if c.opRunning && c.opGen == gen {
 		c.opCancel(cause)
 	}
-	c.opMu.Unlock()
+	c.mu.Unlock()
 }
 
 // cancelFor cancels the running operation if it runs on behalf of the caller context
 // user, which has just ended; an operation of another caller is left alone (and one
 // that starts later under user fails before it sends anything, see execute).
 func (c *Comm) cancelFor(user context.Context) {
-	c.opMu.Lock()
+	c.mu.Lock()
 	if c.opRunning && c.opUser == user {
 		c.opCancel(user.Err())
 	}
-	c.opMu.Unlock()
+	c.mu.Unlock()
 }
 
 // cancelOp cancels the running operation, if any, and every later one (Abort, Close).
 func (c *Comm) cancelOp(cause error) {
-	c.opMu.Lock()
+	c.mu.Lock()
 	c.opCancel(cause)
-	c.opMu.Unlock()
+	c.mu.Unlock()
 }
 
 // checkDeadline cancels the running operation if it is past its deadline; the watchdog
 // calls it.
 func (c *Comm) checkDeadline(now time.Time) {
-	c.opMu.Lock()
+	c.mu.Lock()
 	if d := c.op.deadline.Load(); c.opRunning && d != 0 && now.UnixNano() > d {
 		c.opCancel(context.DeadlineExceeded)
 	}
-	c.opMu.Unlock()
+	c.mu.Unlock()
 }
 
 // deadlinePeriod is how often the watchdog checks the running operation's deadline: a

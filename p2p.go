@@ -34,7 +34,7 @@ func (c *Comm) RecvAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 // from recvPeer into recv, concurrently (a ring shift, a pairwise exchange). A peer of
 // -1 skips that half.
 func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
-	return c.runSync(ctx, opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
+	return c.runSync(ctx, &opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
 		w.algo = "p2p"
 		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
 	}})

@@ -43,8 +43,8 @@ func decodeProgress(b []byte) (progressRec, error) {
 
 // getProgress is the collective started last (opStart records it).
 func (c *Comm) getProgress() progressRec {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.prog
 }
 
@@ -123,8 +123,8 @@ func (c *Comm) watchdog() {
 
 // runningOp reports the running operation's number and start.
 func (c *Comm) runningOp() (gen uint64, running bool, started time.Time) {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return c.opGen, c.opRunning, monoTime(c.opStarted)
 }
 

@@ -32,8 +32,16 @@ type Work struct {
 type opSpec struct {
 	run   func(ctx context.Context, w *Work) error // nil for a collective: coll says what to run
 	coll  call
-	desc  fmt.Stringer // what run does, for the flight recorder and trace; formatted only when read
-	bytes int          // user bytes, for Stats
+	fp    transport.Fingerprint // coll's, computed once (fingerprint)
+	desc  fmt.Stringer          // what run does, for the flight recorder and trace; formatted only when read
+	bytes int                   // user bytes, for Stats
+}
+
+// prepare fills in what a collective's call implies: its fingerprint and its size.
+func (op *opSpec) prepare() {
+	if op.run == nil {
+		op.fp, op.bytes = op.coll.fingerprint(), op.coll.count*op.coll.dt.Size()
+	}
 }
 
 // The states of a Work.
@@ -102,11 +110,11 @@ func (w *Work) finish(err error) {
 }
 
 // describe names the operation for traces.
-func (w *Work) describe() string {
-	if w.desc != nil {
-		return w.desc.String()
+func (op *opSpec) describe() string {
+	if op.desc != nil {
+		return op.desc.String()
 	}
-	return w.coll.fingerprint().String()
+	return op.fp.String()
 }
 
 func doneWork(err error) *Work {
@@ -129,7 +137,7 @@ func (c *Comm) submit(w *Work) *Work {
 		c.mu.Unlock()
 		return doneWork(err)
 	}
-	c.flight.queued(w, monoNow(), false)
+	c.flight.queued(w, &w.opSpec, monoNow(), false)
 	if c.qhead > 0 && len(c.queue) == cap(c.queue) { // full: reuse what pop has freed
 		n := copy(c.queue, c.queue[c.qhead:])
 		clear(c.queue[n:])
@@ -211,28 +219,30 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 	}
 }
 
-// runSync runs a blocking operation. When nothing is queued or running it runs on the
-// caller's goroutine with the communicator's reusable Work (no allocation, no hand-off);
-// otherwise it is queued behind the others and the caller runs the queue (Work.Wait).
-func (c *Comm) runSync(ctx context.Context, op opSpec) error {
+// runSync runs the blocking operation op. When nothing is queued or running it runs on
+// the caller's goroutine with the communicator's reusable Work and op where the caller
+// has it (no allocation, no copy, no hand-off), taking mu once as it starts and once as
+// it ends; otherwise it is queued behind the others and the caller runs the queue
+// (Work.Wait).
+func (c *Comm) runSync(ctx context.Context, op *opSpec) error {
+	op.prepare()
 	if c.execMu.TryLock() {
 		now := monoNow() // issued and started at once
+		p := c.prep(ctx, now)
+		in := &c.inline
 		c.mu.Lock()
 		closed, err, idle := c.closed, c.err, c.qhead == len(c.queue)
 		if idle && !closed && err == nil {
-			in := &c.inline
-			in.ctx, in.opSpec, in.algo, in.done, in.err = ctx, op, "", nil, nil
-			c.flight.queued(in, now, true)
+			in.ctx, in.algo, in.err = ctx, "", nil
+			c.flight.queued(in, op, now, true)
+			c.run(in, op, now, p) // releases mu
+			err = in.err
+			in.ctx = nil // do not keep the caller's context alive
+		} else {
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
-		switch {
-		case closed:
+		if closed {
 			err = fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed)
-		case err != nil:
-		case idle:
-			c.execute(&c.inline, now)
-			err = c.inline.err
-			c.inline.ctx, c.inline.opSpec = nil, opSpec{} // do not keep the caller's context and buffers alive
 		}
 		c.execMu.Unlock()
 		if c.queued.Load() > 0 {
@@ -242,7 +252,7 @@ func (c *Comm) runSync(ctx context.Context, op opSpec) error {
 			return err
 		}
 	}
-	return c.submit(&Work{ctx: ctx, opSpec: op}).Wait(ctx)
+	return c.submit(&Work{ctx: ctx, opSpec: *op}).Wait(ctx)
 }
 
 // loop runs queued operations whenever it is kicked, until Close.
@@ -270,36 +280,52 @@ func (c *Comm) loop() {
 	}
 }
 
-// execute runs w, which starts at start (monoNow), and returns when it ended; the
-// caller holds execMu.
+// execute runs the queued Work w, which starts at start (monoNow), and returns when it
+// ended; the caller holds execMu.
 func (c *Comm) execute(w *Work, start int64) int64 {
-	// runSync has checked the communicator for its inline Work, recorded it as started,
-	// and reads its err when execute returns: nobody else sees that Work.
-	inline := w == &c.inline
-	if !inline {
-		w.state.Store(workRunning)
-		if err := c.Err(); err != nil {
-			c.flight.finished(w.rec, start, err)
-			w.finish(err)
-			return start
-		}
-		c.flight.started(w.rec, start)
+	p := c.prep(w.ctx, start)
+	w.state.Store(workRunning)
+	c.mu.Lock()
+	if err := c.err; err != nil { // not run, and not counted in Stats
+		c.flight.end(w.rec, start, "", err)
+		c.mu.Unlock()
+		w.finish(err)
+		return start
 	}
+	c.flight.started(w.rec, start)
+	return c.run(w, &w.opSpec, start, p)
+}
+
+// run runs op as w, recorded as started at start, and returns when it ended. The caller
+// holds execMu, and mu, which run releases once the operation's start is recorded: the
+// inline Work of runSync, or a queued one (execute, op is w's own).
+func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
+	var hdr transport.Header
+	if op.run == nil {
+		hdr = transport.Header{Seq: c.seq + 1, Fp: op.fp}
+	}
+	if !p.cancelled {
+		if op.run == nil {
+			c.opStartLocked(w.ctx, start, p.dl, &hdr)
+		} else {
+			c.opStartLocked(w.ctx, start, p.dl, nil)
+		}
+	}
+	c.mu.Unlock()
 	c.opSince = start
 	var err error
-	if cerr := w.ctx.Err(); cerr != nil {
+	if p.cancelled {
 		// The caller gave up before it started; the other ranks will not, so the
 		// communicator fails as if it had been cancelled mid-way.
 		err = fmt.Errorf("goccl: rank %d: operation cancelled before it started: %w", c.rank, ctxErr(w.ctx))
 	} else {
-		if w.run != nil {
-			err = w.run(c.opStart(w.ctx, start, nil), w)
+		c.arm(w.ctx)
+		if op.run != nil {
+			err = op.run(&c.op, w)
 		} else {
-			c.seq++
-			hdr := transport.Header{Seq: c.seq, Fp: w.coll.fingerprint()}
-			err = c.runCollective(c.opStart(w.ctx, start, &hdr), w, &w.coll, hdr)
+			c.seq = hdr.Seq
+			err = c.runCollective(&c.op, w, &op.coll, hdr)
 		}
-		c.opEnd(err == nil)
 	}
 	end := monoNow()
 	took := time.Duration(end - start)
@@ -312,14 +338,24 @@ func (c *Comm) execute(w *Work, start int64) int64 {
 			c.log.Warn("operation timed out", "subsys", "COLL", "dump", c.DumpFlightRecord())
 		}
 	}
-	c.finished(w, end, took, err)
+	c.mu.Lock()
+	refresh := !p.cancelled && c.opEndLocked(err == nil)
+	c.flight.end(w.rec, end, w.algo, err)
+	c.counters.add(w.algo, op.bytes, took, err)
+	if err != nil { // the first error sticks (fail)
+		if c.err == nil {
+			c.err = err
+		}
+		err = c.err
+	}
+	c.mu.Unlock()
+	if refresh {
+		c.initOpCtx()
+	}
 	if tr := c.tracer; tr != nil {
-		tr.Span(tidColl, "coll", w.describe(), monoTime(start), took, map[string]any{"algo": w.algo, "bytes": w.bytes, "error": errString(err)})
+		tr.Span(tidColl, "coll", op.describe(), monoTime(start), took, map[string]any{"algo": w.algo, "bytes": op.bytes, "error": errString(err)})
 	}
-	if err != nil {
-		err = c.fail(err)
-	}
-	if inline {
+	if w == &c.inline { // runSync reads its err; nobody else sees that Work
 		w.err = err
 	} else {
 		w.finish(err)

@@ -240,8 +240,9 @@ func (c *conn) waitRecord(ctx context.Context) (byte, error) {
 // await polls ready, then sleeps on the seq futex in livenessEvery slices, checking
 // between slices that the link, the context and the peer process are still alive.
 //
-// The poll has two phases. For pureSpin it only reloads the word: a peer running on
-// the other core answers within that, and a system call would only delay us. After
+// The poll has two phases. For pureSpin it only reloads the word, pollPause PAUSEs
+// apart: a peer running on the other core answers within that, and a system call would
+// only delay us. After
 // that, and from the start when ranks outnumber cores, every poll first yields the CPU
 // (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process or
 // this process has one P; otherwise Gosched would only wake an idle thread of our
@@ -268,6 +269,9 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
 		var start time.Time // read at the first check: most waits end before it
 		for i := 1; ; i++ {
+			if !yield {
+				procyield(pollPause)
+			}
 			if ready() {
 				return nil
 			}

@@ -27,6 +27,14 @@ const livenessEvery = 5 * time.Millisecond
 // plus the peer's work for a small message.
 const pureSpin = 2 * time.Microsecond
 
+// pollPause is how many PAUSE instructions a purely spinning rank runs between two polls
+// (about 30 ns here). The word it polls sits in the line the peer is about to write;
+// a poll every few nanoseconds pulls that line back between the writer's stores, so
+// the message took longer to land: 2 pauses made the raw 8-byte exchange of two
+// processes 5-12 % faster (0.40-0.46 us against 0.45-0.52, alternating in one run),
+// 16 made it 40 % slower (BENCHMARKS.md, "Speed", 15).
+const pollPause = 2
+
 type endpoint struct {
 	local transport.Local
 	opts  Options

@@ -36,6 +36,12 @@ func futexWake(addr *uint32) {
 // this core.
 func osYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
+// procyield runs cycles PAUSE instructions: a spin-wait hint that slows the polling
+// core down without giving up the CPU (the runtime's own spin loops use it).
+//
+//go:linkname procyield runtime.procyield
+func procyield(cycles uint32)
+
 // pidWatch tells whether a peer process still runs. A pidfd becomes readable when the
 // process exits, zombie or not, and never names a recycled pid; where pidfds are not
 // available it falls back to kill(pid, 0).
