@@ -43,44 +43,57 @@ func Exchange(ctx context.Context, p Peers, tag uint32, dt transport.DType, op t
 			transport.ErrInvalid, n, len(recv), len(in), w*n)
 	}
 	h := p.Header(tag)
-	// (rank+k) mod w without a division, which costs tens of cycles at these sizes
-	for k := 1; k < w; k++ {
-		q := rank + k
-		if q >= w {
-			q -= w
+	for q := rank + 1; ; q++ { // rank+1, rank+2, ... mod w (no division: tens of cycles at these sizes)
+		if q == w {
+			q = 0
+		}
+		if q == rank {
+			break
 		}
 		if err := p.Link(q).Send(ctx, h, send); err != nil {
 			return fmt.Errorf("send %d bytes to rank %d (tag %#x): %w", n, q, tag, err)
 		}
 	}
-	slot := func(q int) []byte { return in[q*n : (q+1)*n : (q+1)*n] }
-	for k := 1; k < w; k++ {
-		q := rank - k // the rank that sent to this one first
+	for q := rank - 1; ; q-- { // rank-1 first: the rank that sent to this one first
 		if q < 0 {
-			q += w
+			q = w - 1
 		}
-		if err := p.Link(q).Recv(ctx, h, slot(q)); err != nil {
+		if q == rank {
+			break
+		}
+		if err := p.Link(q).Recv(ctx, h, in[q*n:q*n+n:q*n+n]); err != nil {
 			return fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", n, q, tag, err)
 		}
 	}
-	mine := send
-	if rank > 0 && SameMemory(send, recv) { // in place: recv is about to get rank 0's input
-		mine = slot(rank)
-		copy(mine, send)
+	// recv = x0 op x1 op ... in rank order, where x_rank is send and the others are
+	// their slots of in. Apply3 may write its first operand in place, so recv takes the
+	// first step directly (no copy of x0 into it first); in place, a rank other than 0
+	// first keeps its input in its own slot, since that step overwrites it.
+	x := func(q int) []byte {
+		if q == rank {
+			return send
+		}
+		return in[q*n : q*n+n : q*n+n]
 	}
-	if rank > 0 {
-		copy(recv, slot(0))
-	} else {
+	if w == 1 {
 		CopyDistinct(recv, send)
 	}
+	if rank > 1 && SameMemory(send, recv) {
+		mine := in[rank*n : rank*n+n : rank*n+n]
+		copy(mine, send)
+		send = mine
+	}
 	for q := 1; q < w; q++ {
-		x := mine
-		if q != rank {
-			x = slot(q)
+		a := recv
+		if q == 1 {
+			a = x(0)
 		}
-		if err := reduce.Apply3(dt, op, recv, recv, x); err != nil {
+		if err := reduce.Apply3(dt, op, recv, a, x(q)); err != nil {
 			return err
 		}
+	}
+	if op != transport.Avg {
+		return nil
 	}
 	return reduce.Finish(dt, op, recv, w)
 }
