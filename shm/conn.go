@@ -265,7 +265,11 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		// 64 polls: a Gosched costs about 200 ns here (the scheduler reads the clock
 		// for its timers), and a peer on the other core usually answers within them
 		// (8-byte round trip 460-870 ns with a Gosched every 8 polls, 320-360 without
-		// one in the first 64: BenchmarkPingPong8BProc, GOMAXPROCS=1).
+		// one in the first 64: BenchmarkPingPong8BProc, GOMAXPROCS=1). While yielding
+		// to a peer process, a Gosched every yieldGosched polls: one per poll put 200 ns
+		// of scheduler beside every sched_yield (8 B at 4 ranks on 2 cores: 7.7-8.9 us
+		// against 9.4-10.4 with one per poll, BENCHMARKS.md, "Speed", 15); a peer
+		// goroutine gets one at every poll, since it needs this P to answer.
 		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
 		var start time.Time // read at the first check: most waits end before it
 		for i := 1; ; i++ {
@@ -275,7 +279,7 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 			if ready() {
 				return nil
 			}
-			if gosched && (yield || (i >= 64 && i%8 == 0)) {
+			if gosched && ((yield && (c.samePid || i%yieldGosched == 0)) || (i >= 64 && i%8 == 0)) {
 				runtime.Gosched()
 			}
 			if start.IsZero() && (yield || i%64 == 0) {
