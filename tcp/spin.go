@@ -85,7 +85,7 @@ func (s *spinReader) Read(p []byte) (int, error) {
 // poll is Read's callback for the netpoller: true when done, false to wait for data.
 func (s *spinReader) poll(fd uintptr) bool {
 	for i := 0; ; i++ {
-		s.n, s.rerr = syscall.Read(int(fd), s.p)
+		s.n, s.rerr = rawRead(int(fd), s.p)
 		switch {
 		case s.rerr == syscall.EINTR:
 			continue

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"syscall"
-	"unsafe"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -104,7 +103,7 @@ func (st *ioState) do(fd uintptr) bool {
 		if st.write {
 			st.n, st.serr = st.c.writeLane(int(fd), st.l)
 		} else {
-			st.n, st.serr = syscall.Read(int(fd), st.l.p)
+			st.n, st.serr = rawRead(int(fd), st.l.p)
 		}
 		st.again = st.serr == syscall.EAGAIN
 		if st.serr != syscall.EINTR {
@@ -116,15 +115,16 @@ func (st *ioState) do(fd uintptr) bool {
 // writeLane writes the lane's header and payload with one writev and consumes what went.
 func (c *conn) writeLane(fd int, l *lane) (int, error) {
 	iov := &c.iov
-	cnt := 0
+	cnt, bytes := 0, 0
 	for _, b := range [2][]byte{l.hdr, l.p} {
 		if len(b) > 0 {
 			iov[cnt].Base = &b[0]
 			iov[cnt].SetLen(len(b))
 			cnt++
+			bytes += len(b)
 		}
 	}
-	r, _, e := syscall.Syscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(cnt))
+	r, e := rawWritev(fd, &iov[0], cnt, bytes)
 	*iov = [2]syscall.Iovec{} // do not keep the caller's buffer reachable
 	if e != 0 {
 		return 0, e
