@@ -15,9 +15,10 @@
 // on separate cache lines. Messages up to 16 bytes ride inside their 64-byte header
 // record; larger ones follow it, written and published chunk by chunk so the receiver
 // copies (or, through transport.Streamer, reduces straight from the ring) one chunk
-// while the next is being written. A waiting rank polls for 2 µs, then polls yielding
-// the CPU between polls (from the start when ranks outnumber cores) for the rest of
-// shm.spin, then sleeps on a futex in 5 ms slices, checking between slices
+// while the next is being written. A waiting rank polls for 2 µs (two PAUSEs apart, so
+// that it does not pull the line the peer is writing back between the writer's stores),
+// then polls yielding the CPU between polls (from the start when ranks outnumber cores)
+// for the rest of shm.spin, then sleeps on a futex in 5 ms slices, checking between slices
 // its context, the peer's closed flag and, through a pidfd, whether the peer process
 // still runs: a dead peer is a *transport.PeerError, not a hang.
 //
