@@ -34,8 +34,8 @@ echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
 # 12). 2000 calls cover it over tcp (15 us each) and gloo; over shared memory (about
 # 1 us) it takes 20000, for goccl and vader alike. The timed calls over shared memory
 # are 20000 too: 2000 of them are 2 ms, a window in which one hiccup of the VM shows
-# (goccl's first timed half was 10-80 % slower than its second in such windows,
-# BENCHMARKS.md, "Speed", 15).
+# (goccl's first timed half was 20-80 % slower than its second in 3 of 12 such
+# launches, BENCHMARKS.md, "Speed", 15).
 args() { # bytes transport
   if [[ $1 != 8 ]]; then echo "10 2"; elif [[ $2 == shm ]]; then echo "20000 20000"; else echo "2000 2000"; fi
 }

@@ -242,10 +242,10 @@ func (c *conn) waitRecord(ctx context.Context) (byte, error) {
 //
 // The poll has two phases. For pureSpin it only reloads the word, pollPause PAUSEs
 // apart: a peer running on the other core answers within that, and a system call would
-// only delay us. After
-// that, and from the start when ranks outnumber cores, every poll first yields the CPU
-// (sched_yield, and runtime.Gosched too when the peer is a goroutine of this process or
-// this process has one P; otherwise Gosched would only wake an idle thread of our
+// only delay us. After that, and from the start when ranks outnumber cores, every poll
+// first yields the CPU (sched_yield, and runtime.Gosched too when the peer is a
+// goroutine of this process, or every yieldGosched polls when this process has one P;
+// otherwise Gosched would only wake an idle thread of our
 // runtime) until opts.Spin is over. Spinning without yielding is what made small messages slow on a busy
 // machine: the kernel often wakes the peer on the spinning rank's core, where it then
 // waits for the spinner's time slice to end, so the round trip grew with the spin
@@ -267,8 +267,8 @@ func (c *conn) await(ctx context.Context, ready func() bool, seq, waiting *uint3
 		// (8-byte round trip 460-870 ns with a Gosched every 8 polls, 320-360 without
 		// one in the first 64: BenchmarkPingPong8BProc, GOMAXPROCS=1). While yielding
 		// to a peer process, a Gosched every yieldGosched polls: one per poll put 200 ns
-		// of scheduler beside every sched_yield (8 B at 4 ranks on 2 cores: 7.7-8.9 us
-		// against 9.4-10.4 with one per poll, BENCHMARKS.md, "Speed", 15); a peer
+		// of scheduler beside every sched_yield (8 B at 4 ranks on 2 cores: 7.7-9.5 us
+		// against 9.4-10.8 with one per poll, BENCHMARKS.md, "Speed", 15); a peer
 		// goroutine gets one at every poll, since it needs this P to answer.
 		gosched := c.samePid || runtime.GOMAXPROCS(0) == 1
 		var start time.Time // read at the first check: most waits end before it

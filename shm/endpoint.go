@@ -35,8 +35,8 @@ const pureSpin = 2 * time.Microsecond
 // 16 made it 40 % slower (BENCHMARKS.md, "Speed", 15).
 const pollPause = 2
 
-// yieldGosched is how many yielding polls a rank with one P (or one whose peer is a
-// goroutine of its own process) makes per runtime.Gosched (see conn.await).
+// yieldGosched is how many yielding polls a rank with one P, waiting on another
+// process, makes per runtime.Gosched (see conn.await).
 const yieldGosched = 4
 
 type endpoint struct {

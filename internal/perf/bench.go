@@ -187,9 +187,9 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 	for _, size := range WarmupSizes(o.MinBytes, o.MaxBytes) {
 		k := c.CountsFor(size, es, b.n)
 		// The warm-up calls the way the timed loop will (-z): 20000 queued Works before
-		// a blocking loop left a heap's worth of garbage, whose collection then ran
-		// during the first timed milliseconds (an 8-byte out-of-place half 10-80 %
-		// slower than the in-place one after it, with -n 2000).
+		// a blocking loop left a heap's worth of garbage, whose collection could then
+		// run during the first timed milliseconds (4 GC cycles in an 8-byte run of 2
+		// ranks before, none now).
 		var ws []*goccl.Work
 		for it := range o.Warmup {
 			s, r := b.buffers(k, dt, false, it)
