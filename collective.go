@@ -7,6 +7,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/direct"
+	"github.com/goccl/goccl/algos/staged"
 	"github.com/goccl/goccl/nccl/cuda"
 	"github.com/goccl/goccl/transport"
 )
@@ -134,6 +135,23 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 			finish(false)
 			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, direct.Name, err)
 		case alg == directAlgo: // configured, but some rank's buffers are not shared: ring, or its fallback
+			if alg, _, err = algos.Resolve("ring", k.kind, bytes, c.size, c.sel.Load().model); err != nil {
+				finish(false)
+				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)
+			}
+			w.algo = alg.Name()
+		}
+	}
+	if alg == stagedAlgo || c.stagedFirst(k.kind, bytes) {
+		ran, err := c.runStaged(ctx, peers, a)
+		switch {
+		case ran && err == nil:
+			w.algo = staged.Name
+			return finish(true)
+		case ran:
+			finish(false)
+			return fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, staged.Name, err)
+		case alg == stagedAlgo: // configured, but the group has no staging area: ring, or its fallback
 			if alg, _, err = algos.Resolve("ring", k.kind, bytes, c.size, c.sel.Load().model); err != nil {
 				finish(false)
 				return fmt.Errorf("goccl: rank %d: %s: %w", c.rank, k.kind, err)

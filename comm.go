@@ -77,12 +77,16 @@ type Comm struct {
 	small    smallPick // what the last small AllReduce resolved to (exchange), under execMu
 	opSince  int64     // the running operation's start in monoNow's units; set under execMu before it runs
 
-	localEager int       // the smallest eager size this rank's links promise (transport.Eager)
-	eager      int       // the smallest over every rank, agreed at Init; what algorithms see
-	chunk      int       // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
-	shared     sharedMem // AllocShared memory; guarded by execMu
-	directMin  int       // shm.direct_min: the smallest collective that tries direct on shared memory; -1 off
-	shmDir     string    // shm.dir, where AllocShared puts its windows
+	localEager   int         // the smallest eager size this rank's links promise (transport.Eager)
+	eager        int         // the smallest over every rank, agreed at Init; what algorithms see
+	chunk        int         // the pipelining unit (Config.ChunkBytes, or agreed at Init; 0 = the algorithms' default)
+	shared       sharedMem   // AllocShared memory; guarded by execMu
+	staging      stagingArea // algos/staged's area; guarded by execMu
+	stageable    bool        // every rank can have a staging area (agreed at Init)
+	stagedMin    int         // shm.staged_min: the smallest AllReduce that tries staged; -1 off
+	stagingBytes int         // shm.staging_bytes: each rank's part of the area
+	directMin    int         // shm.direct_min: the smallest collective that tries direct on shared memory; -1 off
+	shmDir       string      // shm.dir, where AllocShared puts its windows
 
 	// mu guards the queue, the sticky error and closed, and the state of the running
 	// operation (opUser..prog above, the flight recorder and the counters): one lock, so
@@ -190,7 +194,7 @@ func (c *Comm) Close() error {
 	c.disarm()                      // nothing runs any more: no caller context keeps us alive
 	c.cancelOp(transport.ErrClosed) // releases what the transports registered on it
 	unregisterLive(c)
-	serr := c.closeShared()
+	serr := errors.Join(c.closeShared(), c.closeStaging())
 	var terr error
 	if c.tracer != nil {
 		terr = c.tracer.Flush()

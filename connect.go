@@ -154,7 +154,9 @@ const tcpChunkBytes = 2 << 20
 
 // agreeEager makes every rank assume the same eager size (transport.Eager), the smallest
 // that any link of any rank promises, and the same pipelining unit. Algorithms choose
-// which messages to send by both, so ranks must not differ. It is one AllReduce(min)
+// which messages to send by both, so ranks must not differ. The same call settles
+// whether every rank can have a staging area (algos/staged), which auto's choice of
+// that algorithm depends on. It is one AllReduce(min)
 // with sequence number 0, which no user operation has, run before Init returns.
 func (c *Comm) agreeEager(ctx context.Context) error {
 	c.chunk = c.cfg.ChunkBytes
@@ -170,9 +172,13 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 			}
 		}
 	}
-	v := []int64{int64(c.localEager), chunk}
+	stage := int64(0) // whether this rank can have a staging area (algos/staged)
+	if c.canStage() {
+		stage = 1
+	}
+	v := []int64{int64(c.localEager), chunk, stage}
 	b := HostSlice(v)
-	k := call{kind: KindAllReduce, send: b, recv: b, count: 2, dt: Int64, op: Min, root: -1}
+	k := call{kind: KindAllReduce, send: b, recv: b, count: 3, dt: Int64, op: Min, root: -1}
 	c.execMu.Lock()
 	err := c.doCollective(ctx, &Work{}, &k, transport.Header{Seq: 0, Fp: k.fingerprint()})
 	c.execMu.Unlock()
@@ -180,6 +186,7 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 		return fmt.Errorf("goccl: rank %d: agreeing on the eager message size at init: %w", c.rank, err)
 	}
 	c.eager = max(int(v[0]), algos.EagerBytes)
+	c.stageable = v[2] == 1
 	if c.cfg.ChunkBytes == 0 {
 		c.chunk = int(v[1])
 	}

@@ -153,11 +153,17 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		recvSeq:   make([]uint64, cfg.WorldSize),
 	}
 	c.sel.Store(sel)
-	c.directMin = -1
+	c.directMin, c.stagedMin = -1, -1
 	if o, err := shm.ParseOptions(cfg.Params); err == nil {
-		c.directMin, c.shmDir = o.DirectMin, o.Dir
+		c.directMin, c.stagedMin, c.stagingBytes, c.shmDir = o.DirectMin, o.StagedMin, o.StagingBytes, o.Dir
 		if c.directMin == 0 {
 			c.directMin = shm.DirectMinFor(cfg.WorldSize)
+		}
+		if c.stagedMin == 0 {
+			c.stagedMin = shm.StagedMinFor(cfg.WorldSize)
+		}
+		if c.stagingBytes == 0 {
+			c.stagingBytes = shm.StagingBytesFor(cfg.WorldSize)
 		}
 	}
 	c.initOpCtx()

@@ -11,6 +11,7 @@ import (
 	_ "github.com/goccl/goccl/algos/naive"
 	_ "github.com/goccl/goccl/algos/rd"
 	_ "github.com/goccl/goccl/algos/ring"
+	"github.com/goccl/goccl/algos/staged"
 	_ "github.com/goccl/goccl/algos/tree"
 	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/transport"
@@ -138,6 +139,8 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 		return "", err.Error()
 	case a == nil:
 		return offloadAlgo, why
+	case bytes > algos.SmallExchangeMax && c.stagedFirst(kind, bytes): // as doCollective decides
+		return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.staged_min = %d bytes, every link shm; else %s)", c.stagedMin, why)
 	}
 	return a.Name(), why
 }

@@ -116,6 +116,8 @@ func (c *Comm) AllocShared(ctx context.Context, n int) ([]byte, error) {
 		// stays for the launcher's sweep.
 		c.log.Warn("AllocShared: cannot remove the window's name", "subsys", "INIT", "err", err)
 	}
+	// And every peer's name too: a peer killed before it removed its own leaves nothing.
+	shm.RemoveWindows(dir, c.id, index, c.size)
 	c.install(a, true)
 	return a.mem, nil
 }

@@ -27,17 +27,33 @@ func sharedInput(r, i int) float32 { return float32((r*7+i*13)%101 - 50) }
 // reference for sum, avg and max.
 func sharedAllReduce(t *testing.T, comms []*goccl.Comm, count int, off func(r int) int) {
 	t.Helper()
+	checkedAllReduce(t, comms, count, func(c *goccl.Comm) ([]float32, []float32, func(), error) {
+		ctx := context.Background()
+		mem, err := c.AllocShared(ctx, 2*4*count+4096)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		o := off(c.Rank())
+		return f32s(mem[o : o+4*count]), f32s(mem[o+4*count : o+8*count]), func() { c.FreeShared(ctx, mem) }, nil
+	})
+}
+
+// checkedAllReduce runs AllReduce on every rank over the send and recv buffers of count
+// float32 elements that bufs gives it (release, when not nil, runs after), out of place
+// and in place, for sum, avg and max, and checks every element (checkSharedInputAllReduce).
+func checkedAllReduce(t *testing.T, comms []*goccl.Comm, count int, bufs func(c *goccl.Comm) (send, recv []float32, release func(), err error)) {
+	t.Helper()
 	w := len(comms)
 	errs := runRanks(comms, func(c *goccl.Comm) error {
 		ctx := context.Background()
 		r := c.Rank()
-		mem, err := c.AllocShared(ctx, 2*4*count+4096)
+		send, recv, release, err := bufs(c)
 		if err != nil {
 			return err
 		}
-		defer c.FreeShared(ctx, mem)
-		o := off(r)
-		send, recv := f32s(mem[o:o+4*count]), f32s(mem[o+4*count:o+8*count])
+		if release != nil {
+			defer release()
+		}
 		for _, op := range []goccl.Op{goccl.Sum, goccl.Avg, goccl.Max} {
 			for _, inPlace := range []bool{false, true} {
 				for i := range send {
@@ -55,25 +71,8 @@ func sharedAllReduce(t *testing.T, comms []*goccl.Comm, count int, off func(r in
 				if err != nil {
 					return err
 				}
-				for i, got := range out {
-					var want float64
-					switch op {
-					case goccl.Max:
-						want = math.Inf(-1)
-						for q := range w {
-							want = math.Max(want, float64(sharedInput(q, i)))
-						}
-					default:
-						for q := range w {
-							want += float64(sharedInput(q, i))
-						}
-						if op == goccl.Avg {
-							want /= float64(w)
-						}
-					}
-					if math.Abs(float64(got)-want) > 1e-6*math.Max(1, math.Abs(want)) {
-						return fmt.Errorf("rank %d %s in-place=%v count %d: element %d = %v, want %v", r, op, inPlace, count, i, got, want)
-					}
+				if err := checkSharedInputAllReduce(out, r, w, op, inPlace); err != nil {
+					return err
 				}
 			}
 		}
@@ -82,6 +81,32 @@ func sharedAllReduce(t *testing.T, comms []*goccl.Comm, count int, off func(r in
 	for r, err := range errs {
 		require.NoError(t, err, "rank %d", r)
 	}
+}
+
+// checkSharedInputAllReduce checks rank r's AllReduce output out, over w ranks whose
+// inputs are sharedInput, against a serial float64 reference for sum, avg and max.
+func checkSharedInputAllReduce(out []float32, r, w int, op goccl.Op, inPlace bool) error {
+	for i, got := range out {
+		var want float64
+		switch op {
+		case goccl.Max:
+			want = math.Inf(-1)
+			for q := range w {
+				want = math.Max(want, float64(sharedInput(q, i)))
+			}
+		default:
+			for q := range w {
+				want += float64(sharedInput(q, i))
+			}
+			if op == goccl.Avg {
+				want /= float64(w)
+			}
+		}
+		if math.Abs(float64(got)-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			return fmt.Errorf("rank %d %s in-place=%v count %d: element %d = %v, want %v", r, op, inPlace, len(out), i, got, want)
+		}
+	}
+	return nil
 }
 
 func directCalls(c *goccl.Comm) uint64 { return c.Stats().ByAlgo["direct"].Calls }

@@ -2,6 +2,7 @@ package algos
 
 import (
 	"context"
+	"errors"
 
 	"github.com/goccl/goccl/transport"
 )
@@ -69,3 +70,19 @@ type Shared interface {
 	// maps it: read-only for r != Rank(), valid while the allocation lives.
 	PeerView(r, alloc, off, n int) ([]byte, error)
 }
+
+// Stager is an optional Peers ability: a staging area in memory that every rank of the
+// group maps (goccl's communicator keeps one per host-local group over shm), through
+// which an algorithm can pass ordinary, unshared buffers with one copy in and one copy
+// out (algos/staged). Staging sets the area up on first use: every rank calls it at the
+// same point of the same call, and the ranks agree, by messages under the call's header,
+// on whether it exists. It returns every rank's part as this rank maps it (parts[r],
+// writable for r == Rank() and read-only otherwise, all of one length), or
+// ErrNoStaging on every rank alike, after which the caller runs another algorithm.
+type Stager interface {
+	Staging(ctx context.Context) (parts [][]byte, err error)
+}
+
+// ErrNoStaging says that the group has no staging area (not every link is shared
+// memory, staging is turned off, or setting it up failed on some rank).
+var ErrNoStaging = errors.New("the ranks share no staging memory")

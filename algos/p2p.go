@@ -56,6 +56,7 @@ const (
 	TagTree   uint8 = 3
 	TagRD     uint8 = 5
 	TagDirect uint8 = 6
+	TagStaged uint8 = 7
 )
 
 // Send transmits buf to peer under this operation's header with the given tag.

@@ -12,7 +12,7 @@ import collections
 import statistics
 import sys
 
-FIXED = ["ring", "tree", "rd", "naive"]
+FIXED = ["ring", "tree", "rd", "naive", "staged"]
 
 
 def human(b):

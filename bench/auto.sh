@@ -7,7 +7,7 @@
 # round, after a warm-up report that is thrown away; the summary takes medians over
 # rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
 #
-#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; ~2 min per round
+#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 2-4 min per round
 #
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
@@ -22,7 +22,7 @@ mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
-ALGOS=(auto ring tree rd naive)
+ALGOS=(auto ring tree rd naive staged)
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
 SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
 for round in $(seq "$ROUNDS"); do

@@ -88,6 +88,27 @@ func TestMatrixShared(t *testing.T) {
 	}
 }
 
+// TestMatrixStaged runs the matrix over shm with algorithm "staged" between real
+// processes: every AllReduce passes through the staging area (4 KiB parts: windows of
+// 2 KiB, so the large case takes thousands of windows and small ones end mid-vector), the
+// other collectives take the ring's fallback chain. Every rank must report staged calls.
+func TestMatrixStaged(t *testing.T) {
+	worlds := []int{2, 3, 4}
+	if testing.Short() {
+		worlds = []int{3}
+	}
+	for _, w := range worlds {
+		t.Run(fmt.Sprintf("W%d", w), func(t *testing.T) {
+			res := job{n: w, env: []string{"GOCCL_TRANSPORT=shm", "GOCCL_ALGO=staged", "GOCCL_SHM_STAGING_BYTES=4K", "GOCCL_TIMEOUT=60s"},
+				args: []string{"-mode", "matrix", "-large", "allreduce"}}.run(t)
+			checkMatrix(t, res, w, func(int, int) string { return "shm" })
+			for r, s := range records(res.stdout, "MATRIX") {
+				require.Positive(t, s.int("staged"), "rank %d ran no AllReduce through the staging area: %s", r, s.line)
+			}
+		})
+	}
+}
+
 // TestMatrixMixed runs the matrix on one communicator whose links mix shm and tcp: two
 // groups of ranks pose as two hosts, so pairs inside a group use shm and pairs across
 // use tcp (the first transport of "shm,tcp" that can connect).

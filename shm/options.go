@@ -73,6 +73,15 @@ type Options struct {
 	// (DirectMinFor); ParseOptions turns "off" into -1 and "0" (every non-empty
 	// collective) into 1.
 	DirectMin int
+	// StagedMin is the smallest AllReduce of ordinary (not AllocShared) buffers that auto
+	// runs through the communicator's staging area ("shm.staged_min"; algos/staged) when
+	// every link is shm; "off" never does. Unset (0), the communicator picks by its size
+	// (StagedMinFor); ParseOptions turns "off" into -1 and "0" into 1.
+	StagedMin int
+	// StagingBytes is each rank's part of the staging area ("shm.staging_bytes"): two
+	// windows of half that, used in turn. Unset (0), the communicator picks by its size
+	// (StagingBytesFor).
+	StagingBytes int
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).
 	// When ranks outnumber the cores, waiting ranks yield the CPU while they spin.
@@ -87,6 +96,9 @@ const (
 	defaultSingleCopyMin = 32 << 20
 	defaultSpin          = 50 * time.Microsecond
 	directOff            = -1
+	stagedOff            = -1
+	minStagingBytes      = 4 << 10
+	maxStagingBytes      = 1 << 30
 
 	minRingBytes  = 64 << 10
 	maxRingBytes  = 1 << 30
@@ -97,7 +109,7 @@ const (
 
 // paramKeys lists every key ParseOptions understands, for error messages.
 var paramKeys = []string{"shm.dir", "shm.ring_bytes", "shm.chunk_bytes", "shm.single_copy",
-	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min"}
+	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min", "shm.staged_min", "shm.staging_bytes"}
 
 // ParseOptions reads the "shm.*" keys of p (other keys are left to other transports) and
 // fills in defaults. A malformed value or an unknown "shm." key is an error that names
@@ -157,6 +169,23 @@ func ParseOptions(p transport.Params) (Options, error) {
 			}
 			if err != nil {
 				err = fmt.Errorf("want a size such as 64K, 0 (every size) or off")
+			}
+		case "shm.staged_min":
+			if strings.EqualFold(v, "off") {
+				o.StagedMin = stagedOff
+				break
+			}
+			o.StagedMin, err = transport.ParseBytes(v)
+			if err == nil && o.StagedMin == 0 {
+				o.StagedMin = 1 // "0" means every size
+			}
+			if err != nil {
+				err = fmt.Errorf("want a size such as 4M, 0 (every size) or off")
+			}
+		case "shm.staging_bytes":
+			o.StagingBytes, err = transport.ParseBytes(v)
+			if err == nil && (o.StagingBytes < minStagingBytes || o.StagingBytes > maxStagingBytes) {
+				err = fmt.Errorf("want a size between %d and %d bytes", minStagingBytes, maxStagingBytes)
 			}
 		case "shm.local_ranks":
 			o.LocalRanks, err = strconv.Atoi(v)
@@ -239,4 +268,27 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 		return n > min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	}
 	return n > runtime.NumCPU()
+}
+
+// StagedMinFor is shm.staged_min's default for a communicator of world ranks, measured
+// on the 2-core development VM (BENCHMARKS.md, "Speed", 16): in 5 interleaved rounds of
+// bench/auto.sh the staged AllReduce was the fastest algorithm from 16 KiB at 2 ranks
+// (1.1x the ring there, 1.3x at 32 KiB) and from 32 KiB at 3 and 4 ranks (1.1-1.3x rd
+// and naive there, 1.3-1.7x at 64 KiB); below, one exchange (ring, rd) or naive's two
+// hops cost less than its three hand-shakes.
+func StagedMinFor(world int) int {
+	if world <= 2 {
+		return 16 << 10
+	}
+	return 32 << 10
+}
+
+// StagingBytesFor is shm.staging_bytes's default for a communicator of world ranks: 8
+// MiB per rank up to 4 ranks, then 32 MiB over the ranks, at least 2 MiB. Larger parts
+// mean fewer windows, and every window costs two hand-shakes, which is what counts when
+// ranks outnumber cores (on the 2-core VM 8 MiB parts beat 2 and 4 MiB ones by a fifth
+// at 3 and 4 ranks and tie them at 2: BENCHMARKS.md, "Speed", 16); the bound keeps the
+// whole area, every rank's part, near 32 MiB of shm.dir on a big host.
+func StagingBytesFor(world int) int {
+	return min(8<<20, max(2<<20, (32<<20)/max(world, 1)))
 }

@@ -144,7 +144,7 @@ func createMapped(dir, name, what string, size, flags int) ([]byte, string, erro
 		return nil, "", fmt.Errorf("shm: create %s %s: %w", what, path, err)
 	}
 	defer unix.Close(fd)
-	if err := allocate(fd, dir, size); err != nil {
+	if err := allocate(fd, dir, what, size); err != nil {
 		_ = unix.Unlink(path)
 		return nil, "", fmt.Errorf("shm: create %s %s: %w", what, path, err)
 	}
@@ -158,7 +158,7 @@ func createMapped(dir, name, what string, size, flags int) ([]byte, string, erro
 
 // allocate reserves size bytes for fd, falling back to ftruncate only where the file
 // system cannot preallocate.
-func allocate(fd int, dir string, size int) error {
+func allocate(fd int, dir, what string, size int) error {
 	err := unix.Fallocate(fd, 0, 0, int64(size))
 	switch {
 	case err == nil:
@@ -169,8 +169,12 @@ func allocate(fd int, dir string, size int) error {
 		if unix.Statfs(dir, &st) == nil {
 			free = fmt.Sprintf("%d", st.Bavail*uint64(st.Bsize))
 		}
-		return fmt.Errorf("%w: %s has %s bytes free, the segment needs %d (make the mount bigger or lower shm.ring_bytes): %w",
-			transport.ErrNotSupported, dir, free, size, err)
+		lower := "shm.ring_bytes"
+		if what != "segment" {
+			lower = "the size: AllocShared's, or shm.staging_bytes for the staging area"
+		}
+		return fmt.Errorf("%w: %s has %s bytes free, the %s needs %d (make the mount bigger or lower %s): %w",
+			transport.ErrNotSupported, dir, free, what, size, lower, err)
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
 		return unix.Ftruncate(fd, int64(size))
 	}

@@ -368,7 +368,7 @@ func runMatrix(ctx context.Context, comm *goccl.Comm, cases []mcase, corrupt, sh
 		}
 	}
 	st := comm.Stats()
-	fmt.Printf("MATRIX rank=%d calls=%d bad=%d direct=%d\n", r, len(cases), bad, st.ByAlgo["direct"].Calls)
+	fmt.Printf("MATRIX rank=%d calls=%d bad=%d direct=%d staged=%d\n", r, len(cases), bad, st.ByAlgo["direct"].Calls, st.ByAlgo["staged"].Calls)
 	if bad > 0 {
 		return 1
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/direct"
+	"github.com/goccl/goccl/algos/staged"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -274,6 +275,9 @@ func (b *bench) predict(bytes int64, measuredUs float64) Prediction {
 	name, _ := b.comm.Algo(b.o.Coll.Kind, int(bytes))
 	if name == "" || name == "nccl" {
 		return Prediction{} // an error, or NCCL's own collective: nothing the model prices
+	}
+	if name == staged.Name {
+		return Prediction{Algo: name, Unpriced: true} // chosen by shm.staged_min, not priced
 	}
 	d, err := b.model.Predict(name, b.o.Coll.Kind, int(bytes), b.n)
 	if err != nil {

@@ -278,7 +278,7 @@ type Prediction struct {
 	Algo       string
 	TimeUs     float64
 	MeasuredUs float64
-	Unpriced   bool // Algo ran, but the model has no formula for it (direct)
+	Unpriced   bool // Algo ran, but the model has no formula for it (direct, staged)
 }
 
 // RowPredict prints the --predict columns (model time, its error against the

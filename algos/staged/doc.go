@@ -1,0 +1,34 @@
+// Package staged is AllReduce through a staging area that the ranks of one host share
+// (algos.Stager; the communicator keeps one per group whose links are all shm), for
+// ordinary buffers that the ranks cannot read from each other (for buffers in
+// AllocShared memory, algos/direct reads them in place instead).
+//
+// The vector goes through the area in windows. Each rank's part of the area holds two
+// windows (used in turn), and a window holds, per rank, the same W slices as the whole
+// vector's window: for every window, rank r
+//
+//  1. copies the slices of its input that the other ranks reduce into its part (not its
+//     own slice r: it reads that from its input);
+//  2. after a hand-shake (every rank has staged the window), reduces slice r: its own
+//     input's slice and every peer's staged copy of it, in rank order starting with its
+//     own, into its part's slice r;
+//  3. after a second hand-shake (every slice is final), copies every rank's finished
+//     slice from that rank's part into its output.
+//
+// A window is small (the area is sized to stay in the last-level cache), so the staged
+// copies and the reduced slices are read from the cache and only the input and the
+// output cross memory: per byte of the vector a rank reads (W-1)/W + 1/W of its input
+// and writes its output once, against the ring's 2(W-1) steps, each a copy into and out
+// of a ring buffer and a hand-off between ranks. The ring's steps are what cost when the
+// ranks outnumber the cores: every step of every chunk waits for a peer to be scheduled.
+// Here the ranks meet twice per window (two hand-shakes of W-1 small messages each) and
+// otherwise stream.
+//
+// Two windows in turn make the first hand-shake of window k+1 also the point after which
+// nobody reads window k-1's slot any more, so one more hand-shake at exit (nobody
+// returns while a peer still copies from its part) completes the call.
+//
+// Results: each slice of each window is reduced once, by one rank, in a fixed order, and
+// copied to the others, so every rank ends with the same bits (as with the direct and
+// ring algorithms).
+package staged

@@ -1,0 +1,144 @@
+package staged_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/algos/ring"
+	"github.com/goccl/goccl/algos/staged"
+	"github.com/goccl/goccl/transport"
+)
+
+// stagingPeers stands in for the communicator's staging area where the ranks are
+// goroutines of one process (as algostest's meshes are): every rank's part is an
+// ordinary slice that the other goroutines read directly, through the same Stager
+// contract the communicator implements over shm windows (tested there, between
+// processes). The part size is odd on purpose, so windows end mid-way through the
+// vector and slices are uneven.
+type stagingPeers struct {
+	algos.Peers
+	parts [][]byte
+}
+
+func (p stagingPeers) Staging(context.Context) ([][]byte, error) { return p.parts, nil }
+
+// runner returns a RunFunc whose ranks share parts of partBytes bytes, allocated per
+// world size on first use by any rank (the mesh runs one call at a time).
+func runner(partBytes int) algostest.RunFunc {
+	areas := map[int][][]byte{}
+	ready := make(chan struct{}, 1)
+	ready <- struct{}{}
+	return func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+		<-ready
+		parts, ok := areas[p.Size()]
+		if !ok {
+			parts = make([][]byte, p.Size())
+			for r := range parts {
+				parts[r] = make([]byte, partBytes)
+			}
+			areas[p.Size()] = parts
+		}
+		ready <- struct{}{}
+		return staged.Algorithm{}.Run(ctx, stagingPeers{p, parts}, a)
+	}
+}
+
+// TestMatrix runs the standard matrix (every dtype and op, worlds 1-8, counts 0, 1, 7,
+// 13, 1000, in place and not) against the float64 reference, through parts that hold
+// windows of a few dozen elements (many windows per call, the last one short), and then
+// the large cases through parts of a realistic size.
+func TestMatrix(t *testing.T) {
+	algostest.MatrixFunc(t, staged.Name, runner(2*8*37+5), staged.Algorithm{}.Supports, algostest.Options{})
+	algostest.MatrixFunc(t, staged.Name+"-large", runner(2*(96<<10)+13), staged.Algorithm{}.Supports,
+		algostest.Options{Worlds: []int{}, Large: true})
+}
+
+func TestFailures(t *testing.T) {
+	algostest.CheckFailures(t, staged.Name, runner(2*4*64+3), staged.Algorithm{}.Supports)
+}
+
+// TestNoStaging: Peers without a staging area give every rank ErrNoStaging at once,
+// with no message sent, and the links stay in step (the ring runs next on the same mesh).
+func TestNoStaging(t *testing.T) {
+	for _, w := range []int{2, 3} {
+		t.Run(fmt.Sprintf("world%d", w), func(t *testing.T) {
+			ctx := context.Background()
+			m, err := algostest.NewMesh(ctx, w)
+			require.NoError(t, err)
+			defer m.Close()
+			args := make([]*algos.Args, w)
+			for r := range args {
+				args[r] = &algos.Args{Kind: transport.KindAllReduce, Send: make([]byte, 40), Recv: make([]byte, 40), Count: 10,
+					DType: transport.Float32, Op: transport.Sum, SendPeer: -1, RecvPeer: -1}
+			}
+			errs := make([]error, w)
+			require.NoError(t, algostest.FirstError(m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+				errs[p.Rank()] = staged.Algorithm{}.Run(ctx, p, a) // the mesh's Peers are no Stager
+				return nil
+			})))
+			for r, err := range errs {
+				require.ErrorIs(t, err, algos.ErrNoStaging, "rank %d", r)
+				require.True(t, staged.Unavailable(err))
+			}
+			for _, err := range m.RunAlgorithm(ctx, ring.Algorithm{}, args) {
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+// TestTooSmall: a part that holds no window of one element per rank is no staging area
+// (every rank sees the same sizes, so every rank says so).
+func TestTooSmall(t *testing.T) {
+	ctx := context.Background()
+	m, err := algostest.NewMesh(ctx, 3)
+	require.NoError(t, err)
+	defer m.Close()
+	parts := [][]byte{make([]byte, 40), make([]byte, 40), make([]byte, 40)}
+	args := make([]*algos.Args, 3)
+	for r := range args {
+		args[r] = &algos.Args{Kind: transport.KindAllReduce, Send: make([]byte, 80), Recv: make([]byte, 80), Count: 10,
+			DType: transport.Float64, Op: transport.Sum, SendPeer: -1, RecvPeer: -1}
+	}
+	errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+		return staged.Algorithm{}.Run(ctx, stagingPeers{p, parts}, a)
+	})
+	for r, err := range errs {
+		require.ErrorIs(t, err, algos.ErrNoStaging, "rank %d", r)
+		require.ErrorContains(t, err, "holds no window of 3 float64 elements")
+	}
+}
+
+// TestUnsupportedKind names what staged implements.
+func TestUnsupportedKind(t *testing.T) {
+	ctx := context.Background()
+	m, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	args := []*algos.Args{
+		{Kind: transport.KindBroadcast, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
+		{Kind: transport.KindBroadcast, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
+	}
+	for _, err := range m.RunAlgorithm(ctx, staged.Algorithm{}, args) {
+		require.ErrorIs(t, err, transport.ErrNotSupported)
+		require.ErrorContains(t, err, "staged implements allreduce")
+	}
+}
+
+func BenchmarkAllReduce(b *testing.B) { algostest.BenchAllReduce(b, stagedBench{}) }
+
+// stagedBench runs staged through parts of the communicator's default size.
+type stagedBench struct{}
+
+var benchRun = runner(4 << 20)
+
+func (stagedBench) Name() string                   { return staged.Name }
+func (stagedBench) Supports(k transport.Kind) bool { return staged.Algorithm{}.Supports(k) }
+func (stagedBench) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
+	return benchRun(ctx, p, a)
+}

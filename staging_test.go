@@ -1,0 +1,148 @@
+package goccl_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/shm"
+)
+
+func stagedCalls(c *goccl.Comm) uint64 { return c.Stats().ByAlgo["staged"].Calls }
+
+// stagedAllReduce runs AllReduce on ordinary buffers of count float32 elements on every
+// rank, out of place and in place, for sum, avg and max, and checks every element
+// against a serial float64 reference (checkedAllReduce).
+func stagedAllReduce(t *testing.T, comms []*goccl.Comm, count int) {
+	t.Helper()
+	checkedAllReduce(t, comms, count, func(*goccl.Comm) ([]float32, []float32, func(), error) {
+		return make([]float32, count), make([]float32, count), nil, nil
+	})
+}
+
+// TestStagedAllReduce: goroutine ranks over real shm windows; ordinary buffers of 1 to
+// 256K+3 elements (odd, not divisible by the world) go through the staging area from
+// shm.staged_min, with a 4 KiB part (windows of 2 KiB: many per call, the last one short)
+// and with the default part; below shm.staged_min, and with it off, they do not.
+func TestStagedAllReduce(t *testing.T) {
+	for _, w := range []int{2, 3, 4} {
+		for _, tc := range []struct{ min, part string }{{"0", "4K"}, {"0", ""}, {"", ""}, {"off", ""}} {
+			t.Run(fmt.Sprintf("w%d/min=%q/part=%q", w, tc.min, tc.part), func(t *testing.T) {
+				opts := []goccl.Option{goccl.WithTransport("shm")}
+				if tc.min != "" {
+					opts = append(opts, goccl.WithParam("shm.staged_min", tc.min))
+				}
+				if tc.part != "" {
+					opts = append(opts, goccl.WithParam("shm.staging_bytes", tc.part))
+				}
+				comms := local(t, w, opts...)
+				want := uint64(0)
+				for _, count := range []int{1, 7, 13, 1000, 1<<18 + 3} {
+					stagedAllReduce(t, comms, count)
+					staged := tc.min == "0" && 4*count > 1<<10 || tc.min == "" && 4*count >= shm.StagedMinFor(w)
+					if staged {
+						want += 6 // three ops, in and out of place
+					}
+					for r, c := range comms {
+						require.Equal(t, want, stagedCalls(c), "rank %d after count %d", r, count)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestStagedNamedInConfig: "staged" named in the config runs every AllReduce through the
+// area (even the small ones), and the other collectives on the ring's fallback chain.
+func TestStagedNamedInConfig(t *testing.T) {
+	comms := local(t, 3, goccl.WithTransport("shm"), goccl.WithAlgo("staged"))
+	stagedAllReduce(t, comms, 13)
+	stagedAllReduce(t, comms, 70001)
+	for r, c := range comms {
+		require.Equal(t, uint64(12), stagedCalls(c), "rank %d", r)
+	}
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		xs := []float32{float32(c.Rank()), 1}
+		if err := goccl.BroadcastSlice(context.Background(), c, xs, 2); err != nil {
+			return err
+		}
+		if xs[0] != 2 || xs[1] != 1 {
+			return fmt.Errorf("rank %d: broadcast gave %v, want [2 1]", c.Rank(), xs)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+}
+
+// TestStagedOverTCP: a group whose links are not shm has no staging area; auto never
+// stages, and a configured "staged" runs the ring, with correct results either way.
+func TestStagedOverTCP(t *testing.T) {
+	for _, algo := range []string{"", "staged"} {
+		t.Run("algo="+algo, func(t *testing.T) {
+			opts := []goccl.Option{goccl.WithTransport("tcp"), goccl.WithParam("shm.staged_min", "0")}
+			if algo != "" {
+				opts = append(opts, goccl.WithAlgo(algo))
+			}
+			comms := local(t, 3, opts...)
+			stagedAllReduce(t, comms, 70001)
+			for r, c := range comms {
+				require.Zero(t, stagedCalls(c), "rank %d", r)
+			}
+			if algo == "staged" {
+				require.Equal(t, uint64(6), comms[0].Stats().ByAlgo["ring"].Calls)
+			}
+		})
+	}
+}
+
+// TestStagedDirFull: when some rank cannot create its part (shm.dir is a 2 MiB tmpfs,
+// too small for three 1 MiB parts beside the links' rings), every rank gives the area up
+// alike and runs the call with auto's algorithm; nothing is left in the directory.
+func TestStagedDirFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	// After the communicators close (local's cleanup runs first), before TempDir's.
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	comms := local(t, 3, goccl.WithTransport("shm"), goccl.WithParam("shm.dir", dir), goccl.WithParam("shm.ring_bytes", "64K"),
+		goccl.WithParam("shm.chunk_bytes", "16K"), goccl.WithParam("shm.staging_bytes", "1M"), goccl.WithParam("shm.staged_min", "0"))
+	stagedAllReduce(t, comms, 70001)
+	stagedAllReduce(t, comms, 70001) // the area stays off: no set-up again, no mismatch
+	for r, c := range comms {
+		require.Zero(t, stagedCalls(c), "rank %d", r)
+	}
+	left, err := filepath.Glob(filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "names left in the directory")
+}
+
+// TestStagedLeavesNothing: the staging area's names live only while the ranks map them;
+// a live area and one that Close releases leave nothing in /dev/shm.
+func TestStagedLeavesNothing(t *testing.T) {
+	comms, err := goccl.InitLocal(context.Background(), 3, goccl.WithTransport("shm"), goccl.WithParam("shm.staged_min", "0"))
+	require.NoError(t, err)
+	id := comms[0].ID()
+	stagedAllReduce(t, comms, 5000)
+	require.Equal(t, uint64(6), stagedCalls(comms[0]))
+	n, err := shm.RemoveSegments("", id)
+	require.NoError(t, err)
+	require.Zero(t, n, "names left while the area is live")
+	for _, c := range comms {
+		require.NoError(t, c.Close())
+	}
+	n, err = shm.RemoveSegments("", id)
+	require.NoError(t, err)
+	require.Zero(t, n, "names left after Close")
+}
