@@ -52,6 +52,7 @@ type Comm struct {
 	wake      chan struct{} // kicks loop: something is queued
 	quit      chan struct{}
 	loopDone  chan struct{}
+	watchStop chan struct{} // closed by Close once no operation runs: the watchdog returns
 	watchDone chan struct{}
 	seq       uint64   // operations issued so far; touched only under execMu
 	sendSeq   []uint64 // point-to-point messages sent to each peer
@@ -187,9 +188,12 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	close(c.quit)
 	<-c.loopDone
-	<-c.watchDone
 	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
 	c.execMu.Unlock()
+	// The watchdog runs until nothing does: it is what ends an operation that outlives
+	// its deadline, and Close waits for the operations.
+	close(c.watchStop)
+	<-c.watchDone
 	c.fail(fmt.Errorf("goccl: rank %d: %w: communicator closed", c.rank, transport.ErrClosed))
 	c.disarm()                      // nothing runs any more: no caller context keeps us alive
 	c.cancelOp(transport.ErrClosed) // releases what the transports registered on it

@@ -148,6 +148,7 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
+		watchStop: make(chan struct{}),
 		watchDone: make(chan struct{}),
 		sendSeq:   make([]uint64, cfg.WorldSize),
 		recvSeq:   make([]uint64, cfg.WorldSize),

@@ -182,7 +182,15 @@ func TestStuckRankShowsInEveryDump(t *testing.T) {
 		xs := make([]float32, 1<<10)
 		works[r] = comms[r].AllReduceAsync(ctx, goccl.HostSlice(xs), goccl.HostSlice(xs), len(xs), goccl.Float32, goccl.Sum)
 	}
-	// Wait until both have published their progress and are blocked.
+	// Whatever the checks below say, end the two blocked operations before the
+	// communicators close (Close waits for them, up to their 10-minute deadline).
+	t.Cleanup(func() {
+		for r := range 2 {
+			comms[r].Abort(fmt.Errorf("test over"))
+		}
+	})
+	// Wait until both have published their progress and are blocked, rank 0 on its
+	// receive from rank 2 (under -race a dump can name the laggard before it is there).
 	deadline := time.Now().Add(10 * time.Second)
 	var dumps [2]string
 	for time.Now().Before(deadline) {
@@ -191,6 +199,7 @@ func TestStuckRankShowsInEveryDump(t *testing.T) {
 			dumps[r] = comms[r].DumpFlightRecord()
 			ok = ok && strings.Contains(dumps[r], "behind: rank 2")
 		}
+		ok = ok && strings.Contains(dumps[0], "waiting on rank 2 (recv")
 		if ok {
 			break
 		}

@@ -113,9 +113,7 @@ func (c *Comm) watchdog() {
 				}
 				checkAt = now.Add(max(time.Second, now.Sub(started)/4))
 			}
-		case <-c.quit:
-			return
-		case <-c.loopDone:
+		case <-c.watchStop:
 			return
 		}
 	}

@@ -168,6 +168,43 @@ func TestCloseFinishesQueuedWork(t *testing.T) {
 	}
 }
 
+// TestCloseWhileBlockedEndsAtDeadline: Close waits for an operation blocked on a peer
+// that never calls, but no longer than the operation's deadline (the watchdog that
+// enforces it runs until Close is done with the operations; it used to stop first, and
+// Close then waited forever). The operation fails with ErrTimeout, for both the inline
+// (blocking) and the queued (asynchronous) path.
+func TestCloseWhileBlockedEndsAtDeadline(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			comms := local(t, 2, goccl.WithTimeout(time.Second))
+			xs := make([]float32, 4)
+			b := goccl.HostSlice(xs)
+			var work *goccl.Work
+			done := make(chan error, 1)
+			if async {
+				work = comms[0].AllReduceAsync(context.Background(), b, b, len(xs), goccl.Float32, goccl.Sum)
+			} else {
+				go func() { done <- comms[0].AllReduce(context.Background(), b, b, len(xs), goccl.Float32, goccl.Sum) }()
+			}
+			time.Sleep(100 * time.Millisecond) // rank 0 is blocked on rank 1, which never calls
+			closed := make(chan struct{})
+			go func() { comms[0].Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Close still waiting 20 s after an operation's 1 s deadline")
+			}
+			var err error
+			if async {
+				err = work.Wait(context.Background())
+			} else {
+				err = <-done
+			}
+			require.ErrorIs(t, err, transport.ErrTimeout)
+		})
+	}
+}
+
 // Wait's context bounds the wait, not the operation: a waiter that gives up leaves the
 // operation running, and it completes once the peer joins.
 func TestWaitGivesUpWithoutCancelling(t *testing.T) {
