@@ -15,11 +15,10 @@
 //  3. after a second hand-shake (every slice is final), copies every rank's finished
 //     slice from that rank's part into its output.
 //
-// A window is small (the area is sized to stay in the last-level cache), so the staged
-// copies and the reduced slices are read from the cache and only the input and the
-// output cross memory: per byte of the vector a rank reads (W-1)/W + 1/W of its input
-// and writes its output once, against the ring's 2(W-1) steps, each a copy into and out
-// of a ring buffer and a hand-off between ranks. The ring's steps are what cost when the
+// Per byte of the vector a rank reads its input once and writes its output once, plus
+// the copies through the area (a window is small against a large vector, so much of
+// that is still in the cache when a peer reads it), against the ring's 2(W-1) steps,
+// each a copy into and out of a ring buffer and a hand-off between ranks. The ring's steps are what cost when the
 // ranks outnumber the cores: every step of every chunk waits for a peer to be scheduled.
 // Here the ranks meet twice per window (two hand-shakes of W-1 small messages each) and
 // otherwise stream.
