@@ -84,6 +84,12 @@ func TestParseOptions(t *testing.T) {
 		{transport.Params{"shm.spin": "0s"}, func(o Options) bool { return o.Spin == 0 }, ""},
 		{transport.Params{"local_world_size": "4"}, func(o Options) bool { return o.LocalRanks == 4 }, ""},
 		{transport.Params{"local_world_size": "4", "shm.local_ranks": "2"}, func(o Options) bool { return o.LocalRanks == 2 }, ""},
+		{transport.Params{"shm.staged_min": "off", "shm.staging_bytes": "2M"}, func(o Options) bool {
+			return o.StagedMin == -1 && o.StagingBytes == 2<<20
+		}, ""},
+		{transport.Params{"shm.staged_min": "0"}, func(o Options) bool { return o.StagedMin == 1 && o.StagingBytes == 0 }, ""},
+		{transport.Params{"shm.staged_min": "big"}, nil, "4M, 0 (every size) or off"},
+		{transport.Params{"shm.staging_bytes": "1K"}, nil, "between 4096 and 1073741824 bytes"},
 		{transport.Params{"shm.ring_bytes": "3M"}, nil, "power of two"},
 		{transport.Params{"shm.ring_bytes": "lots"}, nil, "byte count"},
 		{transport.Params{"shm.chunk_bytes": "100"}, nil, "multiple of 64"},
@@ -104,6 +110,16 @@ func TestParseOptions(t *testing.T) {
 			require.True(t, tc.want(o), "%+v", o)
 		})
 	}
+}
+
+// TestStagingDefaults: 8 MiB parts up to 4 ranks, 32 MiB over the ranks beyond, never
+// below 2 MiB; the staged threshold by world size.
+func TestStagingDefaults(t *testing.T) {
+	for w, want := range map[int]int{1: 8 << 20, 2: 8 << 20, 4: 8 << 20, 8: 4 << 20, 16: 2 << 20, 1024: 2 << 20} {
+		require.Equal(t, want, StagingBytesFor(w), "world %d", w)
+	}
+	require.Equal(t, 16<<10, StagedMinFor(2))
+	require.Equal(t, 32<<10, StagedMinFor(3))
 }
 
 func TestCanConnect(t *testing.T) {
