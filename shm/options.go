@@ -271,16 +271,19 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 }
 
 // StagedMinFor is shm.staged_min's default for a communicator of world ranks, measured
-// on the 2-core development VM (BENCHMARKS.md, "Speed", 16): in 5 interleaved rounds of
-// bench/auto.sh the staged AllReduce was the fastest algorithm from 16 KiB at 2 ranks
-// (1.1x the ring there, 1.3x at 32 KiB) and from 32 KiB at 3 and 4 ranks (1.1-1.3x rd
-// and naive there, 1.3-1.7x at 64 KiB); below, one exchange (ring, rd) or naive's two
-// hops cost less than its three hand-shakes.
+// on the 2-core development VM with bench/auto.sh, whose sweeps move the buffers from call
+// to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its present host,
+// two threads copying 25-37 GB/s): the staged AllReduce was the fastest algorithm from
+// 128 KiB at 2 and 4 ranks (the ring 1.2x faster at 32-64 KiB at 2, naive 1.1x at 4) and
+// within 5 % of naive from 256 KiB at 3 (naive 1.17x faster at 128 KiB); measured to 4
+// ranks, so 128 KiB beyond. On the earlier, slower host ("Speed", 16) it led from 16 and
+// 32 KiB, where a hand-off between ranks cost more; set shm.staged_min where a host
+// differs.
 func StagedMinFor(world int) int {
-	if world <= 2 {
-		return 16 << 10
+	if world == 3 {
+		return 256 << 10
 	}
-	return 32 << 10
+	return 128 << 10
 }
 
 // StagingBytesFor is shm.staging_bytes's default for a communicator of world ranks: 8

@@ -118,8 +118,9 @@ func TestStagingDefaults(t *testing.T) {
 	for w, want := range map[int]int{1: 8 << 20, 2: 8 << 20, 4: 8 << 20, 8: 4 << 20, 16: 2 << 20, 1024: 2 << 20} {
 		require.Equal(t, want, StagingBytesFor(w), "world %d", w)
 	}
-	require.Equal(t, 16<<10, StagedMinFor(2))
-	require.Equal(t, 32<<10, StagedMinFor(3))
+	for w, want := range map[int]int{2: 128 << 10, 3: 256 << 10, 4: 128 << 10, 8: 128 << 10} {
+		require.Equal(t, want, StagedMinFor(w), "world %d", w)
+	}
 }
 
 func TestCanConnect(t *testing.T) {

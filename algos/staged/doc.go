@@ -16,8 +16,8 @@
 //     slice from that rank's part into its output.
 //
 // Per byte of the vector a rank reads its input once and writes its output once, plus
-// the copies through the area (a window is small against a large vector, so much of
-// that is still in the cache when a peer reads it), against the ring's 2(W-1) steps,
+// the copies through the area (written through the cache, so much of a window is still
+// there when a peer reads it; see copyCached), against the ring's 2(W-1) steps,
 // each a copy into and out of a ring buffer and a hand-off between ranks. The ring's steps are what cost when the
 // ranks outnumber the cores: every step of every chunk waits for a peer to be scheduled.
 // Here the ranks meet twice per window (two hand-shakes of W-1 small messages each) and

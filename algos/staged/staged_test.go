@@ -51,11 +51,14 @@ func runner(partBytes int) algostest.RunFunc {
 // TestMatrix runs the standard matrix (every dtype and op, worlds 1-8, counts 0, 1, 7,
 // 13, 1000, in place and not) against the float64 reference, through parts that hold
 // windows of a few dozen elements (many windows per call, the last one short), and then
-// the large cases through parts of a realistic size.
+// the large cases through parts of two sizes: windows of ~96 KiB, and windows of ~3 MiB
+// whose slices are copied in several pieces (copyCached), the last one short.
 func TestMatrix(t *testing.T) {
 	algostest.MatrixFunc(t, staged.Name, runner(2*8*37+5), staged.Algorithm{}.Supports, algostest.Options{})
-	algostest.MatrixFunc(t, staged.Name+"-large", runner(2*(96<<10)+13), staged.Algorithm{}.Supports,
-		algostest.Options{Worlds: []int{}, Large: true})
+	for _, part := range []int{2*(96<<10) + 13, 2*(3<<20) + 13} {
+		algostest.MatrixFunc(t, fmt.Sprintf("%s-large-part%d", staged.Name, part), runner(part), staged.Algorithm{}.Supports,
+			algostest.Options{Worlds: []int{}, Large: true})
+	}
 }
 
 func TestFailures(t *testing.T) {
