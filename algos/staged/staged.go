@@ -142,8 +142,8 @@ func window(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k
 // likewise, as its caller is likely to read it while it is still in the cache; a larger
 // output would only push the staging area out of the cache, so its slices are copied
 // whole (around the cache where they reach 1 MiB). Measured in BENCHMARKS.md, "Speed",
-// 17: staging in pieces made 64 MiB at 2 ranks 8-22 % faster; outputs of 2-4 MiB in
-// pieces were 5-21 % faster, outputs of 8 MiB and more 0-43 % slower.
+// 17: staging in pieces took 8-22 % off 64 MiB at 2 ranks; outputs of 2-4 MiB in
+// pieces took 4-21 % off, outputs of 8 MiB and more were 1-43 % slower.
 const (
 	cachedPiece     = 512 << 10
 	cachedOutputMax = 4 << 20
