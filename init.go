@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccl/goccl/shm"
 	"github.com/goccl/goccl/transport"
@@ -171,8 +172,6 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	c.log = newLogger(cfg, c.rank)
 	c.traceLog = c.log.Enabled(context.Background(), LevelTrace)
 	if err := c.wire(ctx); err != nil {
-		// The code keeps the failure's sentinel for the other ranks (ErrAuth stays ErrAuth).
-		c.store.Set(context.WithoutCancel(ctx), "init/abort", []byte(fmt.Sprintf("%d rank %d: %v", abortCode(err), c.rank, err)))
 		c.release()
 		return nil, err
 	}
@@ -191,16 +190,52 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	return c, nil
 }
 
-// wire publishes this rank, reads every peer, and connects the links.
+// wire publishes this rank, reads every peer, and connects the links. A rank whose
+// wiring fails tells the others through the store, so they stop waiting at once.
 func (c *Comm) wire(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Any rank that fails Init posts init/abort; the others stop waiting at once.
 	go func() {
 		if msg, err := c.store.Get(ctx, "init/abort"); err == nil {
 			cancel(initAbortErr(msg))
 		}
 	}()
+	err := c.wireLinks(ctx)
+	if err == nil {
+		return nil
+	}
+	return c.postAbort(ctx, err)
+}
+
+// abortPostTimeout bounds posting (or reading) init/abort after a failed Init.
+const abortPostTimeout = 2 * time.Second
+
+// postAbort posts this rank's Init failure as init/abort unless another rank's came
+// first, and returns the error Init reports. Only the first failure is posted (an Add
+// on init/aborts decides which): a later one is most often a consequence of it, such as
+// a dial reset by the rank that gave up, and must not replace the cause, with its
+// sentinel (ErrAuth stays ErrAuth), that the other ranks read. A rank that fails second
+// without having read the first failure yet reports both.
+func (c *Comm) postAbort(ctx context.Context, err error) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortPostTimeout)
+	defer cancel()
+	n, aerr := c.store.Add(pctx, "init/aborts", 1)
+	if aerr != nil || n == 1 {
+		c.store.Set(pctx, "init/abort", []byte(fmt.Sprintf("%d rank %d: %v", abortCode(err), c.rank, err)))
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return err // initErr has already named the first failure
+	}
+	msg, gerr := c.store.Get(pctx, "init/abort")
+	if gerr != nil {
+		return err
+	}
+	return fmt.Errorf("goccl: rank %d: init aborted: %w (and on this rank: %w)", c.rank, initAbortErr(msg), err)
+}
+
+// wireLinks does wire's work.
+func (c *Comm) wireLinks(ctx context.Context) error {
 	if err := c.claimRank(ctx); err != nil {
 		return err
 	}
