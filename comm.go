@@ -85,6 +85,8 @@ type Comm struct {
 	staging      stagingArea // algos/staged's area; guarded by execMu
 	stageable    bool        // every rank can have a staging area (agreed at Init)
 	stagedMin    int         // shm.staged_min: the smallest AllReduce that tries staged; -1 off
+	stagedMax    int         // shm.staged_max: the largest (math.MaxInt: no bound)
+	stagedSet    bool        // shm.staged_min or shm.staged_max came from the config, not a default
 	stagingBytes int         // shm.staging_bytes: each rank's part of the area
 	directMin    int         // shm.direct_min: the smallest collective that tries direct on shared memory; -1 off
 	shmDir       string      // shm.dir, where AllocShared puts its windows

@@ -69,6 +69,10 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 			return fmt.Errorf("goccl: rank %d: tune_file: %w", c.rank, err)
 		}
 		tuned = f.CostModels()
+		if r, ok := f.StagedFor(c.size); ok && !c.stagedSet && c.stagedMin >= 0 {
+			c.stagedMin, c.stagedMax = stagedRange(r)
+			c.log.Info("staged range from tune_file", "subsys", "INIT", "file", c.cfg.TuneFile, "range", r.String())
+		}
 	}
 	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes, tuned)
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -157,12 +158,16 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	c.sel.Store(sel)
 	c.directMin, c.stagedMin = -1, -1
 	if o, err := shm.ParseOptions(cfg.Params); err == nil {
-		c.directMin, c.stagedMin, c.stagingBytes, c.shmDir = o.DirectMin, o.StagedMin, o.StagingBytes, o.Dir
+		c.directMin, c.stagedMin, c.stagedMax, c.stagingBytes, c.shmDir = o.DirectMin, o.StagedMin, o.StagedMax, o.StagingBytes, o.Dir
+		c.stagedSet = o.StagedMin != 0 || o.StagedMax != 0
 		if c.directMin == 0 {
 			c.directMin = shm.DirectMinFor(cfg.WorldSize)
 		}
 		if c.stagedMin == 0 {
 			c.stagedMin = shm.StagedMinFor(cfg.WorldSize)
+		}
+		if c.stagedMax == 0 {
+			c.stagedMax = math.MaxInt
 		}
 		if c.stagingBytes == 0 {
 			c.stagingBytes = shm.StagingBytesFor(cfg.WorldSize)

@@ -3,6 +3,7 @@ package goccl
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -140,7 +141,11 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 	case a == nil:
 		return offloadAlgo, why
 	case bytes > algos.SmallExchangeMax && c.stagedFirst(kind, bytes): // as doCollective decides
-		return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.staged_min = %d bytes, every link shm; else %s)", c.stagedMin, why)
+		bound := ""
+		if c.stagedMax < math.MaxInt {
+			bound = fmt.Sprintf(" and at most shm.staged_max = %d", c.stagedMax)
+		}
+		return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.staged_min = %d bytes%s, every link shm; else %s)", c.stagedMin, bound, why)
 	}
 	return a.Name(), why
 }

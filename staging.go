@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/staged"
+	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/shm"
 )
 
@@ -174,10 +176,21 @@ var stagedAlgo algos.Algorithm = staged.Algorithm{}
 // (the group's ability, agreed at Init, and the area's state), so every rank decides
 // alike.
 func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
-	if !c.stageable || kind != KindAllReduce || bytes < c.stagedMin || c.staging.state.Load() == stagingOff {
+	if !c.stageable || kind != KindAllReduce || bytes < c.stagedMin || bytes > c.stagedMax || c.staging.state.Load() == stagingOff {
 		return false
 	}
 	return c.sel.Load().spec.Auto(kind, bytes)
+}
+
+// stagedRange is a tune file's staged range as shm.staged_min and shm.staged_max.
+func stagedRange(r tune.StagedRange) (lo, hi int) {
+	switch {
+	case r.Off:
+		return -1, math.MaxInt
+	case r.MaxBytes == 0:
+		return r.MinBytes, math.MaxInt
+	}
+	return r.MinBytes, r.MaxBytes
 }
 
 // runStaged runs the call a with the staged algorithm and reports whether it ran: false,

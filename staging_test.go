@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/internal/tune"
 	"github.com/goccl/goccl/shm"
 )
 
@@ -145,4 +147,55 @@ func TestStagedLeavesNothing(t *testing.T) {
 	n, err = shm.RemoveSegments("", id)
 	require.NoError(t, err)
 	require.Zero(t, n, "names left after Close")
+}
+
+// TestStagedRangeFromTuneFile: a tune file's staged range for the world size bounds
+// where auto stages, at both ends (counted calls, checked values); shm.staged_min or
+// shm.staged_max in the config wins over the file, and a range that is off leaves the
+// group without a staging area.
+func TestStagedRangeFromTuneFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, rs ...tune.StagedRange) string {
+		f := tune.NewFile(tune.Models{"shm": algos.ShmModel}, 2)
+		f.Staged = rs
+		p := filepath.Join(dir, name)
+		require.NoError(t, tune.Save(p, f))
+		return p
+	}
+	// 2 ranks: 16 KiB to 64 KiB; 3 ranks: off; 4 ranks: not in the file.
+	file := write("models.json", tune.StagedRange{World: 2, MinBytes: 16 << 10, MaxBytes: 64 << 10}, tune.StagedRange{World: 3, Off: true})
+	counts := []int{1000, 4<<10 - 1, 4 << 10, 16 << 10, 16<<10 + 1, 1 << 16, 1<<18 + 3} // bytes 4000 .. 1 MiB+12
+	cases := []struct {
+		name   string
+		world  int
+		params map[string]string
+		in     func(bytes int) bool
+	}{
+		{"file", 2, nil, func(b int) bool { return b >= 16<<10 && b <= 64<<10 }},
+		{"config min wins", 2, map[string]string{"shm.staged_min": "4K"}, func(b int) bool { return b >= 4<<10 }},
+		{"config max wins", 2, map[string]string{"shm.staged_max": "512K"}, func(b int) bool { return b >= shm.StagedMinFor(2) && b <= 512<<10 }},
+		{"file off", 3, nil, func(int) bool { return false }},
+		{"not in file", 4, nil, func(b int) bool { return b >= shm.StagedMinFor(4) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithTuneFile(file)}
+			for k, v := range tc.params {
+				opts = append(opts, goccl.WithParam(k, v))
+			}
+			comms := local(t, tc.world, opts...)
+			want := uint64(0)
+			for _, count := range counts {
+				stagedAllReduce(t, comms, count)
+				if tc.in(4 * count) {
+					want += 6
+				}
+				for r, c := range comms {
+					require.Equal(t, want, stagedCalls(c), "rank %d after %d bytes", r, 4*count)
+				}
+				name, why := comms[0].Algo(goccl.KindAllReduce, 4*count)
+				require.Equal(t, tc.in(4*count), name == "staged", "%d bytes: %s (%s)", 4*count, name, why)
+			}
+		})
+	}
 }

@@ -9,6 +9,10 @@
 #
 #     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 2-4 min per round
 #
+# With TUNE=1 it first calibrates per rank count (`goccl tune --np N --transport shm`, to
+# OUTDIR/tune-N.json) and runs every sweep with GOCCL_TUNE_FILE set to it, which only
+# auto reads (its cost model and the staged range); the fixed algorithms run as without.
+#
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
 set -uo pipefail
@@ -22,6 +26,13 @@ mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
+if [[ ${TUNE:-0} == 1 ]]; then
+  for np in "${RANKS[@]}"; do
+    timeout 900 bench/bin/goccl tune --np "$np" --transport shm -o "$OUT/tune-$np.json" > "$OUT/tune-$np.txt" 2>&1 || {
+      cat "$OUT/tune-$np.txt" >&2; exit 1; }
+    grep '^# .*ranks: staged' "$OUT/tune-$np.txt" >&2
+  done
+fi
 ALGOS=(auto ring tree rd naive staged)
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
 SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
@@ -38,7 +49,9 @@ for round in $(seq "$ROUNDS"); do
     echo "== round $round/$ROUNDS, $np ranks: $list" >&2
     for sw in "${SWEEPS[@]}"; do
       read -r lo hi iters warm <<< "$sw"
-      timeout 900 bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" -f 2 \
+      tunefile=()
+      [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$OUT/tune-$np.json")
+      timeout 900 "${tunefile[@]}" bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" -f 2 \
         -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
         awk -v np="$np" -v r="$round" '
           /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}

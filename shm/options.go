@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"runtime"
 	"sort"
@@ -78,6 +79,11 @@ type Options struct {
 	// every link is shm; "off" never does. Unset (0), the communicator picks by its size
 	// (StagedMinFor); ParseOptions turns "off" into -1 and "0" into 1.
 	StagedMin int
+	// StagedMax is the largest AllReduce that auto runs through the staging area
+	// ("shm.staged_max"; "none" or 0: no bound, math.MaxInt here). Unset (0), there is no
+	// bound, unless a tune file (Config.TuneFile) has a staged range for the world size:
+	// on some hosts the ring is faster at large sizes (BENCHMARKS.md, "Speed", 19).
+	StagedMax int
 	// StagingBytes is each rank's part of the staging area ("shm.staging_bytes"): two
 	// windows of half that, used in turn. Unset (0), the communicator picks by its size
 	// (StagingBytesFor).
@@ -109,7 +115,7 @@ const (
 
 // paramKeys lists every key ParseOptions understands, for error messages.
 var paramKeys = []string{"shm.dir", "shm.ring_bytes", "shm.chunk_bytes", "shm.single_copy",
-	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min", "shm.staged_min", "shm.staging_bytes"}
+	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min", "shm.staged_min", "shm.staged_max", "shm.staging_bytes"}
 
 // ParseOptions reads the "shm.*" keys of p (other keys are left to other transports) and
 // fills in defaults. A malformed value or an unknown "shm." key is an error that names
@@ -181,6 +187,18 @@ func ParseOptions(p transport.Params) (Options, error) {
 			}
 			if err != nil {
 				err = fmt.Errorf("want a size such as 4M, 0 (every size) or off")
+			}
+		case "shm.staged_max":
+			if strings.EqualFold(v, "none") {
+				o.StagedMax = math.MaxInt
+				break
+			}
+			o.StagedMax, err = transport.ParseBytes(v)
+			if err == nil && o.StagedMax == 0 {
+				o.StagedMax = math.MaxInt // "0" means no bound
+			}
+			if err != nil {
+				err = fmt.Errorf("want a size such as 16M, or 0 or none (no bound)")
 			}
 		case "shm.staging_bytes":
 			o.StagingBytes, err = transport.ParseBytes(v)

@@ -5,6 +5,7 @@ package shm
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,10 @@ func TestParseOptions(t *testing.T) {
 		}, ""},
 		{transport.Params{"shm.staged_min": "0"}, func(o Options) bool { return o.StagedMin == 1 && o.StagingBytes == 0 }, ""},
 		{transport.Params{"shm.staged_min": "big"}, nil, "4M, 0 (every size) or off"},
+		{transport.Params{"shm.staged_max": "16M"}, func(o Options) bool { return o.StagedMax == 16<<20 && o.StagedMin == 0 }, ""},
+		{transport.Params{"shm.staged_max": "none"}, func(o Options) bool { return o.StagedMax == math.MaxInt }, ""},
+		{transport.Params{"shm.staged_max": "0"}, func(o Options) bool { return o.StagedMax == math.MaxInt }, ""},
+		{transport.Params{"shm.staged_max": "-4K"}, nil, "16M, or 0 or none (no bound)"},
 		{transport.Params{"shm.staging_bytes": "1K"}, nil, "between 4096 and 1073741824 bytes"},
 		{transport.Params{"shm.ring_bytes": "3M"}, nil, "power of two"},
 		{transport.Params{"shm.ring_bytes": "lots"}, nil, "byte count"},

@@ -146,6 +146,9 @@ func tuneRank(ctx context.Context, tr, out string, quick bool) error {
 	if err := printFit(m, res.FitError, []tune.Set{{World: res.World, Points: res.Samples}}); err != nil {
 		return err
 	}
+	if res.Staged != nil {
+		printStaged(*res.Staged)
+	}
 	fmt.Printf("# wrote %s\n", out)
 	return nil
 }
@@ -179,8 +182,19 @@ func refit(paths []string, out string) error {
 			return err
 		}
 	}
+	for _, r := range joint.Staged {
+		printStaged(r)
+	}
 	fmt.Printf("# wrote %s\n", out)
 	return nil
+}
+
+// printStaged prints a staged range and the timings it was found from.
+func printStaged(r tune.StagedRange) {
+	fmt.Printf("# %s\n", r)
+	for _, p := range r.Samples {
+		fmt.Printf("  %5d %-6s %12d %14.2f\n", r.World, p.Algo, p.Bytes, p.Seconds*1e6)
+	}
 }
 
 // checkBuiltin is --check: the built-in model of each transport against the samples.

@@ -26,6 +26,10 @@
 //	err = tune.Save("models.json", res.File())
 //	f, err := tune.Load("models.json")   // f.CostModels()["shm"] is an algos.CostModel
 //
+// Over shm Calibrate also times the staged AllReduce (algos/staged), which the model
+// does not price, and FitStaged files the sizes where it won as a StagedRange per world
+// size; a communicator whose tune file has one for its size stages only there.
+//
 // Calibrate on a communicator whose links all use one transport (the model is filed
 // under that transport's name); a mixed communicator is refused, since its times cannot
 // be split between its transports.

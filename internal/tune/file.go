@@ -31,6 +31,10 @@ type File struct {
 	Worlds  []int              `json:"worlds,omitempty"` // the world sizes of a joint fit (Refit)
 	Models  map[string]Model   `json:"models"`
 	Samples map[string][]Point `json:"samples,omitempty"` // the timings behind each model
+	// Staged holds, per world size, where the staged AllReduce beat the models' algorithms
+	// over shm (FitStaged); a communicator of a world size it lacks keeps the built-in
+	// shm.staged_min.
+	Staged []StagedRange `json:"staged,omitempty"`
 }
 
 // Model is one transport's CostModel in the file's units (nanoseconds, bytes/s).
@@ -135,7 +139,7 @@ func (f File) check() error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var errs []error
+	errs := checkStaged(f.Staged)
 	for _, n := range names {
 		m := f.Models[n]
 		switch {
@@ -185,7 +189,8 @@ func Refit(files []File) (File, error) {
 			chunk[name], eager[name] = f.Models[name].ChunkBytes, f.Models[name].EagerBytes
 		}
 	}
-	out := File{Version: FileVersion, Created: time.Now().UTC().Truncate(time.Second), Worlds: worlds, Models: map[string]Model{}}
+	out := File{Version: FileVersion, Created: time.Now().UTC().Truncate(time.Second), Worlds: worlds, Models: map[string]Model{},
+		Staged: mergeStaged(files)}
 	out.Host, _ = os.Hostname()
 	names := make([]string, 0, len(sets))
 	for n := range sets {

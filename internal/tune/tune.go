@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -26,6 +27,8 @@ type Options struct {
 	// Quick measures 4 sizes with ring, naive and rd in well under a second (for Init).
 	Quick bool
 	// Sizes and Algos replace the sweep's (bytes, as algos.Bytes counts AllReduce).
+	// StagedAlgo among Algos is timed for Result.Staged, not fitted; the default sweep
+	// times it where the links are shm.
 	Sizes []int
 	Algos []string
 	// PerPoint is the time spent timing one algorithm at one size (default 10 ms quick,
@@ -98,6 +101,8 @@ type Result struct {
 	Models    Models
 	Samples   []Point
 	FitError  float64
+	// Staged is where the staged AllReduce won (FitStaged); nil where it was not timed.
+	Staged *StagedRange
 }
 
 // Calibrate times AllReduce (float32 sum) with each algorithm at each size and fits the
@@ -122,18 +127,36 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 	}
 	send, recv := make([]float32, maxBytes/4), make([]float32, maxBytes/4)
 	defer func() { _ = c.SetAlgo(o.Restore) }()
-	var pts []Point
-	for _, alg := range o.Algos {
+	algs := o.Algos
+	if opts.Algos == nil && name == "shm" {
+		algs = append(algs[:len(algs):len(algs)], StagedAlgo)
+	}
+	var pts, stagedPts []Point
+	var staged *StagedRange
+	for _, alg := range algs {
+		sizes := o.Sizes
+		if alg == StagedAlgo {
+			sizes = stagedSizes(o.Sizes)
+		}
 		if err := c.SetAlgo(alg); err != nil {
 			return Result{}, fmt.Errorf("tune: algorithm %q: %w", alg, err)
 		}
-		for _, n := range o.Sizes {
+		for _, n := range sizes {
 			s, err := timePoint(ctx, c, o, send[:n/4], recv[:n/4])
 			if err != nil {
 				return Result{}, fmt.Errorf("tune: rank %d: timing %s at %d bytes: %w", c.Rank(), alg, n, err)
 			}
-			pts = append(pts, Point{Algo: alg, Bytes: n, Seconds: s})
+			p := Point{Algo: alg, Bytes: n, Seconds: s}
+			if alg == StagedAlgo {
+				stagedPts = append(stagedPts, p)
+			} else {
+				pts = append(pts, p)
+			}
 		}
+	}
+	if slices.Contains(algs, StagedAlgo) {
+		r := FitStaged(w, stagedPts, pts)
+		staged = &r
 	}
 	if o.EagerBytes <= 0 {
 		o.EagerBytes = builtin(name).EagerBytes
@@ -142,7 +165,7 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{World: w, Transport: name, Models: Models{name: m}, Samples: pts, FitError: worst}, nil
+	return Result{World: w, Transport: name, Models: Models{name: m}, Samples: pts, FitError: worst, Staged: staged}, nil
 }
 
 // linkTransport is the one transport all of this rank's links use.
@@ -222,6 +245,9 @@ func (r Result) File() File {
 		m.FitError = r.FitError
 		f.Models[r.Transport] = m
 		f.Samples = map[string][]Point{r.Transport: r.Samples}
+	}
+	if r.Staged != nil {
+		f.Staged = []StagedRange{*r.Staged}
 	}
 	return f
 }

@@ -250,9 +250,51 @@ func TestCalibrate(t *testing.T) {
 		f := res[0].File()
 		require.Equal(t, world, f.World)
 		require.Len(t, f.Samples["inmem"], 12)
+		require.Nil(t, res[0].Staged, "staged is timed over shm only")
+		require.Empty(t, f.Staged)
 		name, why := comms[0].Algo(goccl.KindAllReduce, 1<<20)
 		require.NotEmpty(t, name)
 		require.Contains(t, why, "auto")
+	}
+}
+
+// TestCalibrateShm: over shm the calibration also times staged, at the sizes auto may
+// stage, and every rank files the same staged range.
+func TestCalibrateShm(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	comms, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("shm"))
+	require.NoError(t, err)
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	opts := tune.Options{Quick: true, PerPoint: 2 * time.Millisecond, MaxIters: 20}
+	res := make([]tune.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() { res[r], errs[r] = tune.Calibrate(ctx, c, opts) })
+	}
+	wg.Wait()
+	for r := range 2 {
+		require.NoError(t, errs[r], "rank %d", r)
+		require.Equal(t, res[0], res[r], "rank %d disagrees with rank 0", r)
+	}
+	require.Equal(t, "shm", res[0].Transport)
+	require.Len(t, res[0].Samples, 4*3, "staged is not among the fitted samples")
+	require.NotNil(t, res[0].Staged)
+	st := *res[0].Staged
+	require.Equal(t, 2, st.World)
+	require.Len(t, st.Samples, 3, "staged at 8K, 64K and 1M, the quick sizes above 1 KiB")
+	for _, p := range st.Samples {
+		require.Equal(t, tune.StagedAlgo, p.Algo)
+		require.Greater(t, p.Seconds, 0.0)
+	}
+	require.Equal(t, tune.FitStaged(2, st.Samples, res[0].Samples), st)
+	for r, c := range comms {
+		require.Positive(t, c.Stats().ByAlgo["staged"].Calls, "rank %d ran staged itself, not a fallback", r)
 	}
 }
 
@@ -330,4 +372,82 @@ func TestModelFor(t *testing.T) {
 	require.NotNil(t, m.Inter)
 	require.Equal(t, algos.TCPModel.Alpha, m.Inter.Alpha)
 	require.Equal(t, 3*time.Microsecond, m.Alpha)
+}
+
+// TestFitStaged: staged's range is the longest run of sizes it wins by more than 5 %,
+// with its ends at the geometric means of the neighbouring sizes, open at the top when
+// it won the largest; ties, sizes up to 1 KiB and sizes the others lack do not count.
+func TestFitStaged(t *testing.T) {
+	pt := func(algo string, n int, us float64) tune.Point {
+		return tune.Point{Algo: algo, Bytes: n, Seconds: us * 1e-6}
+	}
+	// ring at every size; at 1M naive is faster than the ring.
+	others := []tune.Point{pt("ring", 512, 2), pt("ring", 4<<10, 5), pt("ring", 64<<10, 30), pt("ring", 1<<20, 400),
+		pt("naive", 1<<20, 300), pt("ring", 16<<20, 6000), pt("ring", 64<<20, 24000)}
+	cases := []struct {
+		name     string
+		staged   []float64 // µs at 4K, 64K, 1M, 16M, 64M
+		off      bool
+		min, max int
+	}{
+		// wins at 64K and 1M (against naive's 300): from sqrt(4K*64K)+1 to sqrt(1M*16M).
+		{"middle", []float64{5, 20, 250, 7000, 25000}, false, 16<<10 + 1, 4 << 20},
+		{"top", []float64{6, 40, 350, 5000, 20000}, false, 4<<20 + 1, 0},
+		{"bottom", []float64{4, 20, 350, 7000, 25000}, false, 4 << 10, 256 << 10},
+		{"longest run", []float64{4, 40, 250, 5000, 20000}, false, 256<<10 + 1, 0},
+		{"first of equal runs", []float64{4, 40, 280, 7000, 20000}, false, 4 << 10, 16 << 10},
+		{"ties", []float64{4.9, 29, 290, 5800, 23000}, true, 0, 0},
+		{"slower", []float64{9, 90, 900, 9000, 90000}, true, 0, 0},
+	}
+	sizes := []int{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}
+	for _, tc := range cases {
+		staged := []tune.Point{pt("staged", 512, 0.1), pt("staged", 3<<20, 1)} // never counted
+		for i, us := range tc.staged {
+			staged = append(staged, pt("staged", sizes[i], us))
+		}
+		r := tune.FitStaged(2, staged, others)
+		require.Equal(t, tune.StagedRange{World: 2, Off: tc.off, MinBytes: tc.min, MaxBytes: tc.max, Samples: staged}, r, tc.name)
+	}
+	require.True(t, tune.FitStaged(3, nil, others).Off, "no staged samples")
+}
+
+// TestStagedRangeFile: a file's staged ranges survive Save and Load, Refit keeps them,
+// and a range that cannot be right is refused with what was wrong.
+func TestStagedRangeFile(t *testing.T) {
+	dir := t.TempDir()
+	f := tune.NewFile(tune.Models{"shm": algos.ShmModel}, 2)
+	f.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2}, 2, func(int) float64 { return 1 })}
+	f.Staged = []tune.StagedRange{{World: 2, MinBytes: 65537, MaxBytes: 4 << 20, Samples: []tune.Point{{Algo: "staged", Bytes: 1 << 20, Seconds: 1e-4}}}}
+	path := filepath.Join(dir, "staged.json")
+	require.NoError(t, tune.Save(path, f))
+	got, err := tune.Load(path)
+	require.NoError(t, err)
+	r, ok := got.StagedFor(2)
+	require.True(t, ok)
+	require.Equal(t, f.Staged[0], r)
+	_, ok = got.StagedFor(3)
+	require.False(t, ok)
+
+	f3 := tune.NewFile(tune.Models{"shm": algos.ShmModel}, 3)
+	f3.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2}, 3, func(int) float64 { return 1 })}
+	f3.Staged = []tune.StagedRange{{World: 3, Off: true}}
+	joint, err := tune.Refit([]tune.File{got, f3})
+	require.NoError(t, err)
+	require.Equal(t, []tune.StagedRange{f.Staged[0], {World: 3, Off: true}}, joint.Staged)
+
+	model := `"models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 1e9}}`
+	bad := map[string]string{
+		"world=1":               `[{"world": 1, "min_bytes": 4096}]`,
+		"min_bytes=0":           `[{"world": 2}]`,
+		"max_bytes=1024 below":  `[{"world": 2, "min_bytes": 4096, "max_bytes": 1024}]`,
+		"off with min_bytes=64": `[{"world": 2, "off": true, "min_bytes": 64}]`,
+		"two for 2 ranks":       `[{"world": 2, "off": true}, {"world": 2, "min_bytes": 64}]`,
+	}
+	for want, staged := range bad {
+		p := filepath.Join(dir, "bad.json")
+		require.NoError(t, os.WriteFile(p, []byte(`{"version": 2, "world": 2, `+model+`, "staged": `+staged+`}`), 0o644))
+		_, err := tune.Load(p)
+		require.ErrorIs(t, err, transport.ErrInvalid, want)
+		require.ErrorContains(t, err, want)
+	}
 }
