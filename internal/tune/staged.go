@@ -128,17 +128,6 @@ func (f File) StagedFor(world int) (StagedRange, bool) {
 	return StagedRange{}, false
 }
 
-// stagedSizes are the sizes of sweep that auto may stage.
-func stagedSizes(sweep []int) []int {
-	var out []int
-	for _, n := range sweep {
-		if n > algos.SmallExchangeMax {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // checkStaged validates the file's ranges: one per world size, each sound.
 func checkStaged(rs []StagedRange) []error {
 	var errs []error

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/goccl/goccl/algos"
 	_ "github.com/goccl/goccl/algos/rd" // calibration times every built-in AllReduce, rd included
 	"github.com/goccl/goccl/transport"
 )
@@ -31,10 +32,16 @@ type Options struct {
 	// times it where the links are shm.
 	Sizes []int
 	Algos []string
-	// PerPoint is the time spent timing one algorithm at one size (default 10 ms quick,
-	// 200 ms full); the iteration count is derived from a first timed call, identically
-	// on every rank.
+	// PerPoint is the time spent timing one algorithm at one size in one round (default
+	// 10 ms quick, 100 ms full); the iteration count is derived from a first timed call,
+	// identically on every rank.
 	PerPoint time.Duration
+	// Rounds is how many times the sweep is timed (default 1 quick, 3 full); a point is
+	// its fastest round. Each round times every algorithm at one size before the next
+	// size, in an order that turns with the round, so that a slow spell of a shared
+	// machine (other guests taking its cores) lands on all the algorithms of a size
+	// alike rather than on one algorithm's whole sweep.
+	Rounds int
 	// MaxIters bounds the iterations per point (default 200 quick, 1000 full).
 	MaxIters int
 	// ChunkBytes is the communicator's pipelining unit (Config.ChunkBytes; 0 = default).
@@ -73,9 +80,15 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.PerPoint <= 0 {
-		o.PerPoint = 200 * time.Millisecond
+		o.PerPoint = 100 * time.Millisecond
 		if o.Quick {
 			o.PerPoint = 10 * time.Millisecond
+		}
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 3
+		if o.Quick {
+			o.Rounds = 1
 		}
 	}
 	if o.MaxIters <= 0 {
@@ -131,26 +144,43 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 	if opts.Algos == nil && name == "shm" {
 		algs = append(algs[:len(algs):len(algs)], StagedAlgo)
 	}
+	best := map[Point]float64{} // by algorithm and size (Seconds zero)
+	for round := range o.Rounds {
+		for i := range o.Sizes {
+			n := o.Sizes[i]
+			if round%2 == 1 {
+				n = o.Sizes[len(o.Sizes)-1-i]
+			}
+			for j := range algs {
+				alg := algs[(j+round)%len(algs)]
+				if alg == StagedAlgo && n <= algos.SmallExchangeMax {
+					continue // auto never stages those
+				}
+				if err := c.SetAlgo(alg); err != nil {
+					return Result{}, fmt.Errorf("tune: algorithm %q: %w", alg, err)
+				}
+				s, err := timePoint(ctx, c, o, send[:n/4], recv[:n/4])
+				if err != nil {
+					return Result{}, fmt.Errorf("tune: rank %d: timing %s at %d bytes: %w", c.Rank(), alg, n, err)
+				}
+				k := Point{Algo: alg, Bytes: n}
+				if t, ok := best[k]; !ok || s < t {
+					best[k] = s
+				}
+			}
+		}
+	}
 	var pts, stagedPts []Point
 	var staged *StagedRange
 	for _, alg := range algs {
-		sizes := o.Sizes
-		if alg == StagedAlgo {
-			sizes = stagedSizes(o.Sizes)
-		}
-		if err := c.SetAlgo(alg); err != nil {
-			return Result{}, fmt.Errorf("tune: algorithm %q: %w", alg, err)
-		}
-		for _, n := range sizes {
-			s, err := timePoint(ctx, c, o, send[:n/4], recv[:n/4])
-			if err != nil {
-				return Result{}, fmt.Errorf("tune: rank %d: timing %s at %d bytes: %w", c.Rank(), alg, n, err)
-			}
-			p := Point{Algo: alg, Bytes: n, Seconds: s}
-			if alg == StagedAlgo {
-				stagedPts = append(stagedPts, p)
-			} else {
-				pts = append(pts, p)
+		for _, n := range o.Sizes {
+			if t, ok := best[Point{Algo: alg, Bytes: n}]; ok {
+				p := Point{Algo: alg, Bytes: n, Seconds: t}
+				if alg == StagedAlgo {
+					stagedPts = append(stagedPts, p)
+				} else {
+					pts = append(pts, p)
+				}
 			}
 		}
 	}
