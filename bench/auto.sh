@@ -10,8 +10,14 @@
 #     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 2-4 min per round
 #
 # With TUNE=1 it first calibrates per rank count (`goccl tune --np N --transport shm`, to
-# OUTDIR/tune-N.json) and runs every sweep with GOCCL_TUNE_FILE set to it, which only
-# auto reads (its cost model and the staged range); the fixed algorithms run as without.
+# OUTDIR/tune-N.json, unless TUNE_DIR names a folder that has them) and runs every sweep
+# with GOCCL_TUNE_FILE set to it, which only auto reads (its cost model and the staged
+# range); the fixed algorithms run as without. FIRST_ROUND (default 1) numbers the rounds
+# from there, which sets their order: runs with and without TUNE interleaved round by
+# round compare the two in the same hour (BENCHMARKS.md, "Speed", 19):
+#
+#     for r in 1 2 3 4; do FIRST_ROUND=$r bash bench/auto.sh D/plain-$r 1
+#       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done
 #
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
@@ -26,17 +32,21 @@ mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
+TDIR=${TUNE_DIR:-$OUT}
 if [[ ${TUNE:-0} == 1 ]]; then
+  mkdir -p "$TDIR"
   for np in "${RANKS[@]}"; do
-    timeout 900 bench/bin/goccl tune --np "$np" --transport shm -o "$OUT/tune-$np.json" > "$OUT/tune-$np.txt" 2>&1 || {
-      cat "$OUT/tune-$np.txt" >&2; exit 1; }
-    grep '^# .*ranks: staged' "$OUT/tune-$np.txt" >&2
+    [[ -f $TDIR/tune-$np.json ]] && continue
+    timeout 900 bench/bin/goccl tune --np "$np" --transport shm -o "$TDIR/tune-$np.json" > "$TDIR/tune-$np.txt" 2>&1 || {
+      cat "$TDIR/tune-$np.txt" >&2; exit 1; }
+    grep '^# .*ranks: staged' "$TDIR/tune-$np.txt" >&2
   done
 fi
 ALGOS=(auto ring tree rd naive staged)
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
 SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
-for round in $(seq "$ROUNDS"); do
+FIRST=${FIRST_ROUND:-1}
+for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
   # Rotated by the round, and reversed every other round, so that no algorithm always
   # runs first or always after the same one (a slow tree report can slow the next).
   k=$(((round - 1) % ${#ALGOS[@]}))
@@ -46,11 +56,11 @@ for round in $(seq "$ROUNDS"); do
   fi
   list="${order[0]},$(IFS=,; echo "${order[*]}")" # the first report is the warm-up
   for np in "${RANKS[@]}"; do
-    echo "== round $round/$ROUNDS, $np ranks: $list" >&2
+    echo "== round $round, $np ranks: $list" >&2
     for sw in "${SWEEPS[@]}"; do
       read -r lo hi iters warm <<< "$sw"
       tunefile=()
-      [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$OUT/tune-$np.json")
+      [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$TDIR/tune-$np.json")
       timeout 900 "${tunefile[@]}" bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" -f 2 \
         -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
         awk -v np="$np" -v r="$round" '

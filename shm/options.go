@@ -295,8 +295,10 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 // 128 KiB at 2 and 4 ranks (the ring 1.2x faster at 32-64 KiB at 2, naive 1.1x at 4) and
 // within 5 % of naive from 256 KiB at 3 (naive 1.17x faster at 128 KiB); measured to 4
 // ranks, so 128 KiB beyond. On the earlier, slower host ("Speed", 16) it led from 16 and
-// 32 KiB, where a hand-off between ranks cost more; set shm.staged_min where a host
-// differs.
+// 32 KiB, where a hand-off between ranks cost more; on an Intel host the ring was
+// faster from 8 MiB ("Speed", 19). Where a host differs, `goccl tune` measures the range
+// (a tune file's staged range replaces this default), or set shm.staged_min and
+// shm.staged_max.
 func StagedMinFor(world int) int {
 	if world == 3 {
 		return 256 << 10
