@@ -25,7 +25,8 @@ type Comm interface {
 
 // Options bound a calibration. The zero value is the full sweep.
 type Options struct {
-	// Quick measures 4 sizes with ring, naive and rd in well under a second (for Init).
+	// Quick measures 4 sizes with ring, naive and rd (and staged over shm) in one round,
+	// well under a second (for Init).
 	Quick bool
 	// Sizes and Algos replace the sweep's (bytes, as algos.Bytes counts AllReduce).
 	// StagedAlgo among Algos is timed for Result.Staged, not fitted; the default sweep
