@@ -44,7 +44,10 @@ if [[ ${TUNE:-0} == 1 ]]; then
 fi
 ALGOS=(auto ring tree rd naive staged)
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
+# --span 128M moves every sweep's buffers through 128 MiB, as the one sweep 8 B..128 MiB
+# does (without it the first two sweeps ran from the cache: BENCHMARKS.md, "Speed", 20).
 SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
+SPAN=128M
 FIRST=${FIRST_ROUND:-1}
 for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
   # Rotated by the round, and reversed every other round, so that no algorithm always
@@ -61,7 +64,7 @@ for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
       read -r lo hi iters warm <<< "$sw"
       tunefile=()
       [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$TDIR/tune-$np.json")
-      timeout 900 "${tunefile[@]}" bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" -f 2 \
+      timeout 900 "${tunefile[@]}" bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
         -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
         awk -v np="$np" -v r="$round" '
           /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}

@@ -95,7 +95,7 @@ func newBench(ctx context.Context, comm *goccl.Comm, o *Options, hb *hostBuffers
 			b.roots = []int{o.Root}
 		}
 	}
-	capBytes := int(o.MaxBytes) + 8*o.Unalign
+	capBytes := int(o.span()) + 8*o.Unalign
 	if b.device && o.Register == 2 {
 		return nil, fmt.Errorf("perf: %w: -R 2 allocates host memory that the ranks share (AllocShared); it does not combine with --device cuda", transport.ErrInvalid)
 	}
@@ -315,8 +315,11 @@ func (b *bench) describe(err error, what string, size int64, dt transport.DType,
 	return fmt.Errorf("perf: %s %s %d B %s %s root %d: %w", b.o.Coll.Name, what, size, TypeName(dt), op, root, err)
 }
 
+// span is the length the buffers move through: -e's size, or --span's where larger.
+func (o *Options) span() int64 { return max(o.MaxBytes, o.SpanBytes) }
+
 // buffers returns the send and receive buffers of one call: shifted by iteration
-// (nccl-tests moves the pointers to defeat caches), misaligned by -u, and for the
+// (nccl-tests moves the pointers to defeat caches, through -e's size or --span's), misaligned by -u, and for the
 // in-place form carved out of the receive buffer at NCCL's offsets.
 func (b *bench) buffers(k Counts, dt transport.DType, inPlace bool, iter int) (send, recv transport.Buffer) {
 	es := int64(dt.Size())
@@ -338,10 +341,10 @@ func (b *bench) buffers(k Counts, dt transport.DType, inPlace bool, iter int) (s
 }
 
 // shifts is how many positions buffers cycles through for a call of k: 1 when the
-// largest size of the run is this one.
+// span (the run's largest size, or --span) holds only one.
 func (b *bench) shifts(k Counts, dt transport.DType) int64 {
 	if total := max(k.Send, k.Recv) * int64(dt.Size()); total > 0 {
-		return max(1, b.o.MaxBytes/total)
+		return max(1, b.o.span()/total)
 	}
 	return 1
 }

@@ -45,7 +45,8 @@ type Options struct {
 	Plot                 string
 	Device               string // "host" (default) or "cuda"
 	Verbose              bool
-	Predict              bool // --predict: the cost model's time after the nccl-tests columns
+	Predict              bool  // --predict: the cost model's time after the nccl-tests columns
+	SpanBytes            int64 // --span: the buffers the calls move through; 0 = -e's size
 	Help                 bool
 	Args                 []string // the arguments as given, for the JSON file
 	npGiven, deviceGiven bool
@@ -252,6 +253,7 @@ var optSpecs = []optSpec{
 		return nil
 	}},
 	{'v', "verbose", "", "print per-communicator counters after each test, when the communicator has them", func(o *Options, _ string) error { o.Verbose = true; return nil }},
+	{0, "span", "SIZE", "move the buffers through SIZE bytes from call to call, as a sweep up to -e SIZE would (several short sweeps then time each size as one long sweep does) [-e's size]", sizeOpt(func(o *Options) *int64 { return &o.SpanBytes })},
 	{0, "predict", "", "add the cost model's time for the algorithm that runs, its error against the out-of-place time, and that algorithm, after the table's columns", func(o *Options, _ string) error { o.Predict = true; return nil }},
 }
 

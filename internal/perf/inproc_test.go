@@ -9,8 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/transport"
 	"github.com/stretchr/testify/require"
 )
 
@@ -183,4 +185,52 @@ func TestInProcessPredict(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+// TestInProcessSpan: --span moves the buffers through SIZE bytes from call to call, at
+// the positions a sweep up to -e SIZE gives them, and every collective runs and checks
+// out with it (a position past the buffers' end would panic in bench.buffers).
+func TestInProcessSpan(t *testing.T) {
+	for _, c := range Collectives {
+		out, codes := runLocal(t, 3, c.Name, "-b", "0", "-e", "4099", "-i", "1033", "-n", "7", "-w", "1",
+			"-c", "1", "--span", "10001")
+		require.Equal(t, []int{0, 0, 0}, codes, "%s: %s", c.Name, out)
+		for _, r := range parseRows(t, out) {
+			require.Equal(t, "0", r.wrongOOP, "%s %+v", c.Name, r)
+			require.Equal(t, "0", r.wrIP, "%s %+v", c.Name, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	comms, err := goccl.InitLocal(ctx, 1)
+	require.NoError(t, err)
+	defer comms[0].Close()
+	bench := func(args ...string) *bench {
+		o, err := Parse(append([]string{"all_reduce", "-b", "4K"}, args...))
+		require.NoError(t, err)
+		b, err := newBench(ctx, comms[0], o, nil)
+		require.NoError(t, err)
+		t.Cleanup(b.free)
+		return b
+	}
+	long, short, below := bench("-e", "1M"), bench("-e", "64K", "--span", "1M"), bench("-e", "64K", "--span", "8K")
+	k := Collectives[0].CountsFor(4<<10, 4, 1) // all_reduce
+	require.Equal(t, int64(256), long.shifts(k, transport.Float32))
+	require.Equal(t, long.shifts(k, transport.Float32), short.shifts(k, transport.Float32))
+	require.Equal(t, int64(16), below.shifts(k, transport.Float32), "a span below -e's size leaves -e's")
+	for it := range 300 {
+		ls, lr := long.buffers(k, transport.Float32, false, it)
+		ss, sr := short.buffers(k, transport.Float32, false, it)
+		require.Equal(t, offset(t, long.sendBuf, ls), offset(t, short.sendBuf, ss), "iteration %d", it)
+		require.Equal(t, offset(t, long.recvBuf, lr), offset(t, short.recvBuf, sr), "iteration %d", it)
+	}
+	_, err = Parse([]string{"all_reduce", "--span", "lots"})
+	require.Error(t, err)
+}
+
+// offset is where part starts inside whole (both host buffers).
+func offset(t *testing.T, whole, part transport.Buffer) int {
+	t.Helper()
+	w, p := whole.Bytes(), part.Bytes()
+	return int(uintptr(unsafe.Pointer(unsafe.SliceData(p))) - uintptr(unsafe.Pointer(unsafe.SliceData(w))))
 }

@@ -10,15 +10,17 @@ import (
 
 // StagedAlgo is the name of algos/staged, which auto runs outside the cost model: it
 // needs the communicator's staging area, so the model cannot price it, and whether it
-// beats the model's algorithms depends on the host's caches and copy routines (on one
-// 2-core VM it led from 128 KiB to 128 MiB on an AMD host and lost from 8 MiB on an
-// Intel one: BENCHMARKS.md, "Speed", 17 and 19). Calibrate times it beside the others
+// beats the model's algorithms depends on the host's caches and copy routines, and on
+// the hour (on one 2-core VM it led from 128 KiB to 128 MiB on an AMD host; on an Intel
+// one it lost from 8 MiB at 2 ranks one day and tied or led there the next:
+// BENCHMARKS.md, "Speed", 17, 19 and 20). Calibrate times it beside the others
 // and files the sizes where it won as a StagedRange.
 const StagedAlgo = "staged"
 
-// stagedMargin is how much faster than every other algorithm staged must be at a size
-// for the range to include it: a tie goes to the model's algorithms, which need no
-// staging area and whose times the model predicts.
+// stagedMargin is how far apart staged and the fastest other algorithm must be at a size
+// for it to count as a win or a loss; closer is a tie, within one calibration's noise
+// (on the 2-core VM a point moves by 5-15 % from launch to launch: BENCHMARKS.md,
+// "Speed", 19 and 20).
 const stagedMargin = 0.05
 
 // StagedRange is where auto runs an AllReduce of ordinary buffers through the staging
@@ -61,12 +63,17 @@ func (r StagedRange) check() error {
 }
 
 // FitStaged finds the sizes where staged won: staged holds staged's timings, others the
-// other algorithms' (any sizes; a size either lacks is left out). Staged wins at a size
-// when it is stagedMargin faster than every other algorithm there; the range is the
-// longest run of adjacent measured sizes that staged wins (the smaller one on a tie),
-// with its ends halfway, on a log scale, to the sizes it lost next to it, and open at the
-// top when it won the largest size. Sizes up to algos.SmallExchangeMax, which auto never
-// stages, do not count. No win: Off.
+// timings of what would run instead (Calibrate passes the algorithm auto's model takes
+// at each size; any sizes; a size either lacks is left out). At each size staged wins
+// when it is stagedMargin faster than every one of others, loses when one of them is
+// stagedMargin faster than staged, and ties otherwise. The range is the run of
+// adjacent measured sizes without a loss that holds the most wins (then the longer, then
+// the smaller run), with its ends halfway, on a log scale, to the sizes staged lost next
+// to it, and open at the top when the run reaches the largest size. Ties inside a run or
+// at its ends go with the run: a tie is within the calibration's noise, so the decided
+// sizes around it say more (one tie at 32 MiB in a single calibration had cut off 128
+// MiB, where staged was 1.2x faster: BENCHMARKS.md, "Speed", 20). Sizes up to
+// algos.SmallExchangeMax, which auto never stages, do not count. No win: Off.
 func FitStaged(world int, staged, others []Point) StagedRange {
 	best := map[int]float64{}
 	for _, p := range others {
@@ -75,35 +82,42 @@ func FitStaged(world int, staged, others []Point) StagedRange {
 		}
 	}
 	var sizes []int
-	wins := map[int]bool{}
+	score := map[int]int{} // 1 win, -1 loss, 0 tie
 	for _, p := range staged {
 		b, ok := best[p.Bytes]
 		if !ok || p.Bytes <= algos.SmallExchangeMax {
 			continue
 		}
-		if _, seen := wins[p.Bytes]; !seen {
+		if _, seen := score[p.Bytes]; !seen {
 			sizes = append(sizes, p.Bytes)
 		}
-		wins[p.Bytes] = p.Seconds < b*(1-stagedMargin)
+		switch {
+		case p.Seconds < b*(1-stagedMargin):
+			score[p.Bytes] = 1
+		case p.Seconds > b*(1+stagedMargin):
+			score[p.Bytes] = -1
+		default:
+			score[p.Bytes] = 0
+		}
 	}
 	sort.Ints(sizes)
 	r := StagedRange{World: world, Off: true, Samples: staged}
-	lo, n := -1, 0 // the longest run of wins: sizes[lo : lo+n]
+	lo, n, most := -1, 0, 0 // the chosen run, sizes[lo : lo+n], and its wins
 	for i := 0; i < len(sizes); {
-		if !wins[sizes[i]] {
+		if score[sizes[i]] < 0 {
 			i++
 			continue
 		}
-		j := i
-		for j < len(sizes) && wins[sizes[j]] {
-			j++
+		j, won := i, 0
+		for ; j < len(sizes) && score[sizes[j]] >= 0; j++ {
+			won += score[sizes[j]]
 		}
-		if j-i > n {
-			lo, n = i, j-i
+		if won > most || won == most && won > 0 && j-i > n {
+			lo, n, most = i, j-i, won
 		}
 		i = j
 	}
-	if n == 0 {
+	if most == 0 {
 		return r
 	}
 	mid := func(a, b int) int { return int(math.Sqrt(float64(a) * float64(b))) }

@@ -63,8 +63,10 @@ var (
 	// from the caller's goroutine to the pipelined path (the Async term).
 	quickSizes = []int{8, 8 << 10, 64 << 10, 1 << 20}
 	quickAlgos = []string{"ring", "naive", "rd"}
-	fullSizes  = []int{8, 64, 512, 4 << 10, 16 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20}
-	fullAlgos  = []string{"ring", "tree", "naive", "rd"}
+	// 64 KiB is there for the staged range's lower end, which falls between 32 and 128
+	// KiB at 3 and 4 ranks (BENCHMARKS.md, "Speed", 20).
+	fullSizes = []int{8, 64, 512, 4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20}
+	fullAlgos = []string{"ring", "tree", "naive", "rd"}
 )
 
 func (o Options) withDefaults() Options {
@@ -140,6 +142,9 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 		maxBytes = max(maxBytes, n)
 	}
 	send, recv := make([]float32, maxBytes/4), make([]float32, maxBytes/4)
+	for i := range send { // fault every page in now, not in the first timed batches
+		send[i], recv[i] = 1, 1
+	}
 	defer func() { _ = c.SetAlgo(o.Restore) }()
 	algs := o.Algos
 	if opts.Algos == nil && name == "shm" {
@@ -160,7 +165,7 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 				if err := c.SetAlgo(alg); err != nil {
 					return Result{}, fmt.Errorf("tune: algorithm %q: %w", alg, err)
 				}
-				s, err := timePoint(ctx, c, o, send[:n/4], recv[:n/4])
+				s, err := timePoint(ctx, c, o, send, recv, n/4)
 				if err != nil {
 					return Result{}, fmt.Errorf("tune: rank %d: timing %s at %d bytes: %w", c.Rank(), alg, n, err)
 				}
@@ -185,10 +190,6 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 			}
 		}
 	}
-	if slices.Contains(algs, StagedAlgo) {
-		r := FitStaged(w, stagedPts, pts)
-		staged = &r
-	}
 	if o.EagerBytes <= 0 {
 		o.EagerBytes = builtin(name).EagerBytes
 	}
@@ -196,7 +197,31 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if slices.Contains(algs, StagedAlgo) {
+		r := FitStaged(w, stagedPts, autoPicks(pts, m, w))
+		staged = &r
+	}
 	return Result{World: w, Transport: name, Models: Models{name: m}, Samples: pts, FitError: worst, Staged: staged}, nil
+}
+
+// autoPicks keeps, of the samples at each size, the one of the algorithm that auto
+// takes there under model m (what a call runs when it does not stage), or all of them
+// where that algorithm was not timed. Staged pays where it beats that algorithm, not the
+// fastest one: at 3 ranks auto's ring took 1.2-1.4x naive's and staged's time at 32-128
+// MiB, where staged and naive tied (BENCHMARKS.md, "Speed", 20).
+func autoPicks(pts []Point, m algos.CostModel, world int) []Point {
+	timed := map[Point]bool{}
+	for _, p := range pts {
+		timed[Point{Algo: p.Algo, Bytes: p.Bytes}] = true
+	}
+	var out []Point
+	for _, p := range pts {
+		a, _, err := algos.Resolve(algos.Auto, transport.KindAllReduce, p.Bytes, world, m)
+		if err != nil || !timed[Point{Algo: a.Name(), Bytes: p.Bytes}] || a.Name() == p.Algo {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // linkTransport is the one transport all of this rank's links use.
@@ -218,13 +243,26 @@ func linkTransport(c Comm) (string, error) {
 	return name, nil
 }
 
-// timePoint returns the slowest rank's time of one AllReduce of len(send) floats. A
-// first call, timed and agreed on, sets the iteration count every rank then runs, in
-// batches; each rank keeps its fastest batch's mean, since on a shared machine other
-// work only ever adds time, and one descheduled batch must not become the model.
-func timePoint(ctx context.Context, c Comm, o Options, send, recv []float32) (float64, error) {
-	sb, rb := buffer(send), buffer(recv)
-	one := func() error { return c.AllReduce(ctx, sb, rb, len(send), transport.Float32, transport.Sum) }
+// timePoint returns the slowest rank's time of one AllReduce of count floats. A first
+// call, timed and agreed on, sets the iteration count every rank then runs, in batches;
+// each rank keeps its fastest batch's mean, since on a shared machine other work only
+// ever adds time, and one descheduled batch must not become the model. Call after call
+// the buffers move through send and recv (the sweep's largest size), as goccl perf and
+// nccl-tests move them: timed on one buffer, a size that fits the cache ran from it,
+// 2-2.6x faster than with moving buffers at 128-512 KiB, and the algorithms that read
+// their input in place gained more from that than staged (BENCHMARKS.md, "Speed", 20).
+func timePoint(ctx context.Context, c Comm, o Options, send, recv []float32, count int) (float64, error) {
+	shifts := 1
+	if count > 0 {
+		shifts = len(send) / count
+	}
+	at := 0
+	one := func() error {
+		off := at % shifts * count
+		at++
+		s, r := buffer(send[off:off+count]), buffer(recv[off:off+count])
+		return c.AllReduce(ctx, s, r, count, transport.Float32, transport.Sum)
+	}
 	if err := one(); err != nil { // warm-up: first-touch pages, scratch pools
 		return 0, err
 	}

@@ -292,7 +292,17 @@ func TestCalibrateShm(t *testing.T) {
 		require.Equal(t, tune.StagedAlgo, p.Algo)
 		require.Greater(t, p.Seconds, 0.0)
 	}
-	require.Equal(t, tune.FitStaged(2, st.Samples, res[0].Samples), st)
+	// Staged against what auto's fitted model runs at each size, not the fastest.
+	var picks []tune.Point
+	for _, p := range res[0].Samples {
+		a, _, err := algos.Resolve(algos.Auto, transport.KindAllReduce, p.Bytes, 2, res[0].Models["shm"])
+		require.NoError(t, err)
+		if a.Name() == p.Algo {
+			picks = append(picks, p)
+		}
+	}
+	require.Len(t, picks, 4, "one pick per size")
+	require.Equal(t, tune.FitStaged(2, st.Samples, picks), st)
 	for r, c := range comms {
 		require.Positive(t, c.Stats().ByAlgo["staged"].Calls, "rank %d ran staged itself, not a fallback", r)
 	}
@@ -374,9 +384,10 @@ func TestModelFor(t *testing.T) {
 	require.Equal(t, 3*time.Microsecond, m.Alpha)
 }
 
-// TestFitStaged: staged's range is the longest run of sizes it wins by more than 5 %,
+// TestFitStaged: staged's range is the run of sizes without a loss (by more than 5 %)
+// that holds the most wins (by more than 5 %), ties inside it or at its ends included,
 // with its ends at the geometric means of the neighbouring sizes, open at the top when
-// it won the largest; ties, sizes up to 1 KiB and sizes the others lack do not count.
+// it reaches the largest; sizes up to 1 KiB and sizes the others lack do not count.
 func TestFitStaged(t *testing.T) {
 	pt := func(algo string, n int, us float64) tune.Point {
 		return tune.Point{Algo: algo, Bytes: n, Seconds: us * 1e-6}
@@ -391,11 +402,22 @@ func TestFitStaged(t *testing.T) {
 		min, max int
 	}{
 		// wins at 64K and 1M (against naive's 300): from sqrt(4K*64K)+1 to sqrt(1M*16M).
-		{"middle", []float64{5, 20, 250, 7000, 25000}, false, 16<<10 + 1, 4 << 20},
+		{"middle", []float64{6, 20, 250, 7000, 26000}, false, 16<<10 + 1, 4 << 20},
+		// the same, with 4K a tie (5 against the ring's 5): the run starts at the bottom.
+		{"tie at the bottom", []float64{5, 20, 250, 7000, 26000}, false, 4 << 10, 4 << 20},
+		// a tie at 1M (295 against 300) inside the run, and one at 64M (25000 against
+		// 24000) at its top: from 16K+1 with no upper bound.
+		{"ties inside", []float64{6, 20, 295, 5000, 25000}, false, 16<<10 + 1, 0},
+		// a tie at 64K next to the win at 1M: the run reaches down to the loss at 4K.
+		{"tie at an end", []float64{6, 29, 250, 7000, 26000}, false, 16<<10 + 1, 4 << 20},
+		// two runs, [4K 64K] with one win and a tie, [16M 64M] with two wins: the second.
+		{"most wins", []float64{4, 31, 350, 5000, 20000}, false, 4<<20 + 1, 0},
 		{"top", []float64{6, 40, 350, 5000, 20000}, false, 4<<20 + 1, 0},
-		{"bottom", []float64{4, 20, 350, 7000, 25000}, false, 4 << 10, 256 << 10},
-		{"longest run", []float64{4, 40, 250, 5000, 20000}, false, 256<<10 + 1, 0},
+		{"bottom", []float64{4, 20, 350, 7000, 26000}, false, 4 << 10, 256 << 10},
+		{"more wins", []float64{4, 40, 250, 5000, 20000}, false, 256<<10 + 1, 0},
 		{"first of equal runs", []float64{4, 40, 280, 7000, 20000}, false, 4 << 10, 16 << 10},
+		// a win at 1M between losses, then a run of ties to the top: no win there.
+		{"ties alone", []float64{6, 40, 250, 7000, 24500}, false, 256<<10 + 1, 4 << 20},
 		{"ties", []float64{4.9, 29, 290, 5800, 23000}, true, 0, 0},
 		{"slower", []float64{9, 90, 900, 9000, 90000}, true, 0, 0},
 	}
