@@ -319,8 +319,8 @@ func (b *bench) describe(err error, what string, size int64, dt transport.DType,
 func (o *Options) span() int64 { return max(o.MaxBytes, o.SpanBytes) }
 
 // buffers returns the send and receive buffers of one call: shifted by iteration
-// (nccl-tests moves the pointers to defeat caches, through -e's size or --span's), misaligned by -u, and for the
-// in-place form carved out of the receive buffer at NCCL's offsets.
+// (nccl-tests moves the pointers to defeat caches; here through the span), misaligned
+// by -u, and for the in-place form carved out of the receive buffer at NCCL's offsets.
 func (b *bench) buffers(k Counts, dt transport.DType, inPlace bool, iter int) (send, recv transport.Buffer) {
 	es := int64(dt.Size())
 	total := max(k.Send, k.Recv) * es

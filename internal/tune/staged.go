@@ -17,10 +17,10 @@ import (
 // and files the sizes where it won as a StagedRange.
 const StagedAlgo = "staged"
 
-// stagedMargin is how far apart staged and the fastest other algorithm must be at a size
-// for it to count as a win or a loss; closer is a tie, within one calibration's noise
-// (on the 2-core VM a point moves by 5-15 % from launch to launch: BENCHMARKS.md,
-// "Speed", 19 and 20).
+// stagedMargin is how far apart staged and the algorithm that would run instead must be
+// at a size for it to count as a win or a loss; closer is a tie, within one
+// calibration's noise (on the 2-core VM one algorithm's point moves by more than that
+// from launch to launch: BENCHMARKS.md, "Speed", 19 and 20).
 const stagedMargin = 0.05
 
 // StagedRange is where auto runs an AllReduce of ordinary buffers through the staging
