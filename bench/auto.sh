@@ -14,7 +14,7 @@
 # with GOCCL_TUNE_FILE set to it, which only auto reads (its cost model and the staged
 # range); the fixed algorithms run as without. FIRST_ROUND (default 1) numbers the rounds
 # from there, which sets their order: runs with and without TUNE interleaved round by
-# round compare the two in the same hour (BENCHMARKS.md, "Speed", 19):
+# round compare the two in the same hour (BENCHMARKS.md, "Speed", 20):
 #
 #     for r in 1 2 3 4; do FIRST_ROUND=$r bash bench/auto.sh D/plain-$r 1
 #       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done

@@ -290,15 +290,16 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 
 // StagedMinFor is shm.staged_min's default for a communicator of world ranks, measured
 // on the 2-core development VM with bench/auto.sh, whose sweeps move the buffers from call
-// to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its present host,
+// to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its AMD host,
 // two threads copying 25-37 GB/s): the staged AllReduce was the fastest algorithm from
 // 128 KiB at 2 and 4 ranks (the ring 1.2x faster at 32-64 KiB at 2, naive 1.1x at 4) and
 // within 5 % of naive from 256 KiB at 3 (naive 1.17x faster at 128 KiB); measured to 4
 // ranks, so 128 KiB beyond. On the earlier, slower host ("Speed", 16) it led from 16 and
-// 32 KiB, where a hand-off between ranks cost more; on an Intel host the ring was
-// faster from 8 MiB ("Speed", 19). Where a host differs, `goccl tune` measures the range
-// (a tune file's staged range replaces this default), or set shm.staged_min and
-// shm.staged_max.
+// 32 KiB, where a hand-off between ranks cost more. On an Intel host the ring was faster
+// from 8 MiB at 2 ranks one day and staged tied or led there the next, and staged was
+// 1.14-1.69x faster than this default's pick at 32-128 KiB at 3 ranks and 16-64 KiB at 4
+// ("Speed", 19 and 20). Where a host differs, `goccl tune` measures the range (a tune
+// file's staged range replaces this default), or set shm.staged_min and shm.staged_max.
 func StagedMinFor(world int) int {
 	if world == 3 {
 		return 256 << 10
