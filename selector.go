@@ -140,7 +140,10 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 		return "", err.Error()
 	case a == nil:
 		return offloadAlgo, why
-	case bytes > algos.SmallExchangeMax && c.stagedFirst(kind, bytes): // as doCollective decides
+	case (kind != KindAllReduce || bytes > algos.SmallExchangeMax) && c.stagedFirst(kind, bytes): // as doCollective decides
+		if kind != KindAllReduce {
+			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers, every link shm, shm.StagedGatherFor(%d ranks, %d bytes); else %s)", c.size, bytes, why)
+		}
 		bound := ""
 		if c.stagedMax < math.MaxInt {
 			bound = fmt.Sprintf(" and at most shm.staged_max = %d", c.stagedMax)

@@ -63,7 +63,7 @@ func (c *Comm) stagingParts(ctx context.Context, p algos.Peers) ([][]byte, error
 	var why error
 	if can {
 		if own, why = shm.CreateWindow(dir, c.id, stagingIndex, c.rank, c.stagingBytes); why != nil {
-			c.log.Warn("staging area: cannot create this rank's part; staged AllReduce is off", "subsys", "INIT", "err", why)
+			c.log.Warn("staging area: cannot create this rank's part; the staged algorithm is off", "subsys", "INIT", "err", why)
 		}
 	}
 	ok, err := c.agreeStaging(ctx, p, phaseStagingCreated, own != nil)
@@ -88,7 +88,7 @@ func (c *Comm) stagingParts(ctx context.Context, p algos.Peers) ([][]byte, error
 		}
 		w, err := shm.OpenWindow(dir, c.id, stagingIndex, r, c.stagingBytes)
 		if err != nil {
-			c.log.Warn("staging area: cannot map a peer's part; staged AllReduce is off", "subsys", "INIT", "peer", r, "err", err)
+			c.log.Warn("staging area: cannot map a peer's part; the staged algorithm is off", "subsys", "INIT", "peer", r, "err", err)
 			mapped = false
 			break
 		}
@@ -171,12 +171,24 @@ func (c *Comm) closeStaging() error {
 // stagedAlgo is the registered staged algorithm, compared by value.
 var stagedAlgo algos.Algorithm = staged.Algorithm{}
 
-// stagedFirst reports whether an AllReduce of bytes that the config leaves to auto
+// stagedFirst reports whether a call of kind and bytes that the config leaves to auto
 // should try the staged algorithm first. It depends only on what every rank agrees on
 // (the group's ability, agreed at Init, and the area's state), so every rank decides
 // alike.
 func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
-	if !c.stageable || kind != KindAllReduce || bytes < c.stagedMin || bytes > c.stagedMax || c.staging.state.Load() == stagingOff {
+	if !c.stageable || c.staging.state.Load() == stagingOff {
+		return false
+	}
+	switch kind {
+	case KindAllReduce:
+		if bytes < c.stagedMin || bytes > c.stagedMax {
+			return false
+		}
+	case KindAllGather, KindReduceScatter:
+		if !shm.StagedGatherFor(c.size, bytes) {
+			return false
+		}
+	default:
 		return false
 	}
 	return c.sel.Load().spec.Auto(kind, bytes)
@@ -185,8 +197,8 @@ func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
 // stagedRange is a tune file's staged range as shm.staged_min and shm.staged_max.
 func stagedRange(r tune.StagedRange) (lo, hi int) {
 	switch {
-	case r.Off:
-		return -1, math.MaxInt
+	case r.Off: // AllReduce never stages; AllGather and ReduceScatter still may
+		return math.MaxInt, math.MaxInt
 	case r.MaxBytes == 0:
 		return r.MinBytes, math.MaxInt
 	}

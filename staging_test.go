@@ -3,6 +3,7 @@ package goccl_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,8 +152,9 @@ func TestStagedLeavesNothing(t *testing.T) {
 
 // TestStagedRangeFromTuneFile: a tune file's staged range for the world size bounds
 // where auto stages, at both ends (counted calls, checked values); shm.staged_min or
-// shm.staged_max in the config wins over the file, and a range that is off leaves the
-// group without a staging area.
+// shm.staged_max in the config wins over the file, and a range that is off keeps
+// AllReduce out of the area. The range is AllReduce's alone: AllGather and ReduceScatter
+// of 1000-element blocks are staged in every case.
 func TestStagedRangeFromTuneFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, rs ...tune.StagedRange) string {
@@ -196,6 +198,124 @@ func TestStagedRangeFromTuneFile(t *testing.T) {
 				name, why := comms[0].Algo(goccl.KindAllReduce, 4*count)
 				require.Equal(t, tc.in(4*count), name == "staged", "%d bytes: %s (%s)", 4*count, name, why)
 			}
+			gatherScatter(t, comms, 1000)
+			for r, c := range comms {
+				require.Equal(t, want+6, stagedCalls(c), "rank %d after allgather and reducescatter", r)
+			}
 		})
+	}
+}
+
+// gatherScatter runs AllGather and ReduceScatter (sum and avg) of count float32 elements
+// per rank's block on ordinary buffers on every rank, out of place and in place (send =
+// recv's block, recv = send's block), and checks every element against a serial float64
+// reference. Block q of rank r's input holds r*7+q*3+i%13: whole numbers, so every sum
+// is exact in float32 and the average within its rounding.
+func gatherScatter(t *testing.T, comms []*goccl.Comm, count int) {
+	t.Helper()
+	w := len(comms)
+	in := func(r, q, i int) float32 { return float32(r*7 + q*3 + i%13) }
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		ctx, r := context.Background(), c.Rank()
+		for _, inPlace := range []bool{false, true} {
+			// AllGather: block q of the output is rank q's input.
+			all := make([]float32, w*count)
+			for i := range all {
+				all[i] = float32(math.NaN())
+			}
+			send := make([]float32, count)
+			if inPlace {
+				send = all[r*count : (r+1)*count]
+			}
+			for i := range send {
+				send[i] = in(r, 0, i)
+			}
+			if err := c.AllGather(ctx, goccl.HostSlice(send), goccl.HostSlice(all), count, goccl.Float32); err != nil {
+				return err
+			}
+			for q := range w {
+				for i := range count {
+					if got := all[q*count+i]; got != in(q, 0, i) {
+						return fmt.Errorf("rank %d: allgather (in place %v, count %d): block %d element %d = %v, want %v", r, inPlace, count, q, i, got, in(q, 0, i))
+					}
+				}
+			}
+			for _, op := range []goccl.Op{goccl.Sum, goccl.Avg} {
+				// ReduceScatter: rank r's output is block r of every rank's input, reduced.
+				input := make([]float32, w*count)
+				for q := range w {
+					for i := range count {
+						input[q*count+i] = in(r, q, i)
+					}
+				}
+				out := make([]float32, count)
+				if inPlace {
+					out = input[r*count : (r+1)*count]
+				}
+				if err := c.ReduceScatter(ctx, goccl.HostSlice(input), goccl.HostSlice(out), count, goccl.Float32, op); err != nil {
+					return err
+				}
+				for i := range count {
+					want := 0.0
+					for s := range w {
+						want += float64(in(s, r, i))
+					}
+					if op == goccl.Avg {
+						want /= float64(w)
+					}
+					if got := float64(out[i]); math.Abs(got-want) > 1e-6*math.Abs(want) {
+						return fmt.Errorf("rank %d: reducescatter %v (in place %v, count %d): element %d = %v, want %v", r, op, inPlace, count, i, got, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+}
+
+// TestStagedGatherScatter: auto runs AllGather and ReduceScatter of ordinary buffers
+// through the staging area at every non-empty size from 3 ranks and at 2 up to 64 KiB
+// and from 8 MiB (shm.StagedGatherFor; sizes counted as nccl-tests' size column: the
+// whole world's data), whatever shm.staged_min says (it bounds AllReduce), and never
+// with it "off" (no area); named in the config, staged runs them at every size. Blocks
+// of 0 to 1<<20+1 elements (odd; windows ending mid-block with the 4 KiB part), values
+// checked on every rank, and Comm.Algo says what ran.
+func TestStagedGatherScatter(t *testing.T) {
+	for _, w := range []int{2, 3, 4} {
+		for _, tc := range []struct{ min, part, algo string }{{"0", "4K", ""}, {"", "", ""}, {"", "", "staged"}, {"off", "", ""}} {
+			t.Run(fmt.Sprintf("w%d/min=%q/part=%q/algo=%q", w, tc.min, tc.part, tc.algo), func(t *testing.T) {
+				opts := []goccl.Option{goccl.WithTransport("shm")}
+				if tc.min != "" {
+					opts = append(opts, goccl.WithParam("shm.staged_min", tc.min))
+				}
+				if tc.part != "" {
+					opts = append(opts, goccl.WithParam("shm.staging_bytes", tc.part))
+				}
+				if tc.algo != "" {
+					opts = append(opts, goccl.WithAlgo(tc.algo))
+				}
+				comms := local(t, w, opts...)
+				want := uint64(0)
+				for _, count := range []int{0, 1, 7, 1000, 70001, 1<<20 + 1} {
+					gatherScatter(t, comms, count)
+					bytes := 4 * count * w
+					staged := tc.algo == "staged" && tc.min != "off" ||
+						tc.min != "off" && bytes > 0 && (w > 2 || bytes <= 64<<10 || bytes >= 8<<20)
+					if staged {
+						want += 6 // allgather, reducescatter sum and avg; in and out of place
+					}
+					for r, c := range comms {
+						require.Equal(t, want, stagedCalls(c), "rank %d after %d-element blocks", r, count)
+					}
+					for _, kind := range []goccl.Kind{goccl.KindAllGather, goccl.KindReduceScatter} {
+						name, why := comms[0].Algo(kind, bytes)
+						require.Equal(t, staged, name == "staged", "%s of %d bytes: %s (%s)", kind, bytes, name, why)
+					}
+				}
+			})
+		}
 	}
 }

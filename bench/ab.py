@@ -9,7 +9,7 @@ the shared VM hits every variant alike, and prints per size and variant the medi
 minimum time per call (us; each launch counts the faster of its out-of-place and in-place
 halves). Variants are a JSON object in AB, name -> extra environment; the key BIN in a
 variant names the goccl binary (default: bench/bin/goccl, or $GOCCL_BIN). EXTRA adds perf
-flags to every launch. Examples (BENCHMARKS.md, "Speed", 8):
+flags to every launch; COLL names another collective (default all_reduce). Examples (BENCHMARKS.md, "Speed", 8):
 
     go build -o bench/bin/goccl ./cmd/goccl
     AB='{"default":{},"gomaxprocs1":{"GOMAXPROCS":"1"}}' python3 bench/ab.py 2 shm 5 8:2000 4M:30
@@ -37,6 +37,7 @@ def main():
     variants = json.loads(os.environ.get("AB", '{"default":{}}'))
     default_bin = os.environ.get("GOCCL_BIN", "bench/bin/goccl")
     extra = os.environ.get("EXTRA", "").split()
+    coll = os.environ.get("COLL", "all_reduce")
     times = {}
     for _ in range(reps):
         for name, env in variants.items():
@@ -45,7 +46,7 @@ def main():
             binary = e.pop("BIN", default_bin)
             for s, iters in points:
                 b = str(size(s))
-                out = subprocess.run([binary, "perf", "all_reduce", "--np", np_, "--transport", transport,
+                out = subprocess.run([binary, "perf", coll, "--np", np_, "--transport", transport,
                                       "-b", b, "-e", b, "-n", iters, "-w", "5"] + extra,
                                      capture_output=True, text=True, env=e)
                 rows = [l.split() for l in out.stdout.splitlines()]
@@ -53,7 +54,7 @@ def main():
                 if out.returncode != 0 or not rows:
                     sys.exit(f"{name} {s}: goccl perf failed (status {out.returncode}):\n{out.stderr}")
                 times.setdefault((s, name), []).append(min(float(rows[0][5]), float(rows[0][9])))
-    print(f"# np={np_} transport={transport} reps={reps} extra={' '.join(extra)!r}; us per call: median / min")
+    print(f"# {coll} np={np_} transport={transport} reps={reps} extra={' '.join(extra)!r}; us per call: median / min")
     for s, _ in points:
         cells = [f"{n}: {statistics.median(times[(s, n)]):9.1f} / {min(times[(s, n)]):9.1f}" for n in variants]
         print(f"{s:>6}  " + "   ".join(cells))

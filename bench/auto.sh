@@ -19,6 +19,10 @@
 #     for r in 1 2 3 4; do FIRST_ROUND=$r bash bench/auto.sh D/plain-$r 1
 #       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done
 #
+# COLL=all_gather or COLL=reduce_scatter sweeps that collective instead of all_reduce,
+# against the fixed algorithms that implement it (ring, naive, staged); TUNE applies to
+# all_reduce only.
+#
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
 set -uo pipefail
@@ -33,6 +37,9 @@ go build -o bench/bin/goccl ./cmd/goccl || exit 1
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
 TDIR=${TUNE_DIR:-$OUT}
+if [[ ${TUNE:-0} == 1 && ${COLL:-all_reduce} != all_reduce ]]; then
+  echo "auto.sh: TUNE=1 calibrates all_reduce only; unset COLL" >&2; exit 2
+fi
 if [[ ${TUNE:-0} == 1 ]]; then
   mkdir -p "$TDIR"
   for np in "${RANKS[@]}"; do
@@ -42,7 +49,12 @@ if [[ ${TUNE:-0} == 1 ]]; then
     grep '^# .*ranks: staged' "$TDIR/tune-$np.txt" >&2
   done
 fi
-ALGOS=(auto ring tree rd naive staged)
+COLL=${COLL:-all_reduce}
+case $COLL in
+  all_reduce) ALGOS=(auto ring tree rd naive staged) ;;
+  all_gather | reduce_scatter) ALGOS=(auto ring naive staged) ;;
+  *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather or reduce_scatter" >&2; exit 2 ;;
+esac
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
 # --span 128M moves every sweep's buffers through 128 MiB, as the one sweep 8 B..128 MiB
 # does (without it the first two sweeps ran from the cache: BENCHMARKS.md, "Speed", 20).
@@ -64,7 +76,7 @@ for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
       read -r lo hi iters warm <<< "$sw"
       tunefile=()
       [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$TDIR/tune-$np.json")
-      timeout 900 "${tunefile[@]}" bench/bin/goccl perf all_reduce --np "$np" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
+      timeout 900 "${tunefile[@]}" bench/bin/goccl perf "$COLL" --np "$np" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
         -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
         awk -v np="$np" -v r="$round" '
           /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}

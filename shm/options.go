@@ -76,7 +76,9 @@ type Options struct {
 	DirectMin int
 	// StagedMin is the smallest AllReduce of ordinary (not AllocShared) buffers that auto
 	// runs through the communicator's staging area ("shm.staged_min"; algos/staged) when
-	// every link is shm; "off" never does. Unset (0), the communicator picks by its size
+	// every link is shm; "off" never does, and leaves the communicator without a staging
+	// area (so AllGather and ReduceScatter, which auto stages by their own rule,
+	// StagedGatherFor, do not either). Unset (0), the communicator picks by its size
 	// (StagedMinFor); ParseOptions turns "off" into -1 and "0" into 1.
 	StagedMin int
 	// StagedMax is the largest AllReduce that auto runs through the staging area
@@ -305,6 +307,31 @@ func StagedMinFor(world int) int {
 		return 256 << 10
 	}
 	return 128 << 10
+}
+
+// StagedGatherFor reports whether auto runs an AllGather or ReduceScatter of bytes
+// (counted as nccl-tests' size column: the whole world's data) through the communicator's
+// staging area, for a communicator of world ranks: at every non-empty size from 3 ranks;
+// at 2 up to 64 KiB and from 8 MiB. shm.staged_min and shm.staged_max bound the staged
+// AllReduce only, and "off" turns the staging area off for all three.
+//
+// A ring AllGather rank writes (W-1)/W of its output into the links' buffers, reads it
+// back and writes it out, 3(W-1)/W per byte in all; through the staging area it writes
+// only its own block in, (2W-1)/W, and meets its peers at one hand-shake per window
+// instead of at every step of every chunk, which is what costs when ranks outnumber
+// cores. ReduceScatter likewise. In 6 rounds of bench/auto.sh on the 2-core VM
+// (BENCHMARKS.md, "Speed", 21), at 3 and 4 ranks staged was the fastest fixed algorithm
+// or within 4 % of it at 87 of the 88 non-empty sizes of the two collectives (the ring
+// took 0.98-2.79x its time; the miss ReduceScatter at 4 ranks and 256 B, naive 1.14x
+// faster). At 2 ranks the two move the same bytes, and the ring took 0.90-2.04x staged's
+// time up to 64 KiB, 0.75-1.17x from 128 KiB to 4 MiB (ReduceScatter's ring the faster
+// there) and 0.89-1.29x from 8 MiB; this choice was within 10 % of the faster at 21 of
+// the 23 sizes of each.
+func StagedGatherFor(world, bytes int) bool {
+	if bytes < 1 || world < 2 {
+		return false
+	}
+	return world > 2 || bytes <= 64<<10 || bytes >= 8<<20
 }
 
 // StagingBytesFor is shm.staging_bytes's default for a communicator of world ranks: 8

@@ -118,13 +118,25 @@ func TestParseOptions(t *testing.T) {
 }
 
 // TestStagingDefaults: 8 MiB parts up to 4 ranks, 32 MiB over the ranks beyond, never
-// below 2 MiB; the staged threshold by world size.
+// below 2 MiB; the staged thresholds by world size.
 func TestStagingDefaults(t *testing.T) {
 	for w, want := range map[int]int{1: 8 << 20, 2: 8 << 20, 4: 8 << 20, 8: 4 << 20, 16: 2 << 20, 1024: 2 << 20} {
 		require.Equal(t, want, StagingBytesFor(w), "world %d", w)
 	}
 	for w, want := range map[int]int{2: 128 << 10, 3: 256 << 10, 4: 128 << 10, 8: 128 << 10} {
 		require.Equal(t, want, StagedMinFor(w), "world %d", w)
+	}
+	// AllGather and ReduceScatter: every non-empty size from 3 ranks; at 2 up to 64 KiB
+	// and from 8 MiB; never alone or empty.
+	for _, tc := range []struct {
+		world, bytes int
+		want         bool
+	}{
+		{2, 0, false}, {2, 1, true}, {2, 64 << 10, true}, {2, 64<<10 + 1, false}, {2, 4 << 20, false},
+		{2, 8<<20 - 1, false}, {2, 8 << 20, true}, {2, 1 << 30, true},
+		{3, 0, false}, {3, 1, true}, {3, 1 << 20, true}, {4, 96 << 10, true}, {8, 1 << 30, true}, {1, 1 << 20, false},
+	} {
+		require.Equal(t, tc.want, StagedGatherFor(tc.world, tc.bytes), "world %d, %d bytes", tc.world, tc.bytes)
 	}
 }
 

@@ -1,9 +1,9 @@
-// Package staged is AllReduce through a staging area that the ranks of one host share
-// (algos.Stager; the communicator keeps one per group whose links are all shm), for
-// ordinary buffers that the ranks cannot read from each other (for buffers in
-// AllocShared memory, algos/direct reads them in place instead).
+// Package staged is AllReduce, AllGather and ReduceScatter through a staging area that
+// the ranks of one host share (algos.Stager; the communicator keeps one per group whose
+// links are all shm), for ordinary buffers that the ranks cannot read from each other
+// (for buffers in AllocShared memory, algos/direct reads them in place instead).
 //
-// The vector goes through the area in windows. Each rank's part of the area holds two
+// An AllReduce vector goes through the area in windows. Each rank's part of the area holds two
 // windows (used in turn), and a window holds, per rank, the same W slices as the whole
 // vector's window: for every window, rank r
 //
@@ -22,6 +22,14 @@
 // ranks outnumber the cores: every step of every chunk waits for a peer to be scheduled.
 // Here the ranks meet twice per window (two hand-shakes of W-1 small messages each) and
 // otherwise stream.
+//
+// AllGather and ReduceScatter go the same way with one hand-shake per window. For
+// AllGather a window is a stretch of every rank's block: rank r copies its own into its
+// part (and into its output), and after the hand-shake copies every peer's from that
+// peer's part into its output. For ReduceScatter a window is the same stretch of all W
+// blocks of the input: rank r copies the stretches of the blocks its peers own into its
+// part, and after the hand-shake reduces the stretch of block r, its own input's first
+// and then every peer's staged copy in rank order from r+1, straight into its output.
 //
 // Two windows in turn make the first hand-shake of window k+1 also the point after which
 // nobody reads window k-1's slot any more, so one more hand-shake at exit (nobody

@@ -15,15 +15,17 @@ const Name = "staged"
 
 func init() { algos.Register(Algorithm{}) }
 
-// Algorithm passes AllReduce through the group's staging area. The zero value is ready
-// to use.
+// Algorithm passes AllReduce, AllGather and ReduceScatter through the group's staging
+// area. The zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "staged".
 func (Algorithm) Name() string { return Name }
 
-// Supports reports AllReduce, the collective it implements.
-func (Algorithm) Supports(k transport.Kind) bool { return k == transport.KindAllReduce }
+// Supports reports AllReduce, AllGather and ReduceScatter, the collectives it implements.
+func (Algorithm) Supports(k transport.Kind) bool {
+	return k == transport.KindAllReduce || k == transport.KindAllGather || k == transport.KindReduceScatter
+}
 
 // Hand-shake phases (the tag's phase field).
 const (
@@ -41,8 +43,8 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	if err := algos.Validate(a, rank, w); err != nil {
 		return err
 	}
-	if a.Kind != transport.KindAllReduce {
-		return fmt.Errorf("staged: %w: %s (staged implements allreduce)", transport.ErrNotSupported, a.Kind)
+	if !(Algorithm{}).Supports(a.Kind) {
+		return fmt.Errorf("staged: %w: %s (staged implements allreduce, allgather and reducescatter)", transport.ErrNotSupported, a.Kind)
 	}
 	if w == 1 {
 		return algos.RunLocal(a)
@@ -58,23 +60,39 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	if len(parts) != w {
 		return fmt.Errorf("staged: %w: %d staging parts for %d ranks", transport.ErrProtocol, len(parts), w)
 	}
-	es := a.DType.Size()
-	// A window holds W slices of whole elements: at least one element per rank.
-	win := len(parts[rank]) / 2 / es
-	if win < w {
-		return fmt.Errorf("staged: %w: a staging part of %d bytes holds no window of %d %s elements",
-			algos.ErrNoStaging, len(parts[rank]), w, a.DType)
+	// A slot (half a part) holds one window: for AllReduce a stretch of the vector of
+	// at least one element per rank; for AllGather a stretch of one rank's block; for
+	// ReduceScatter the same stretch of all W blocks.
+	es, slot := a.DType.Size(), len(parts[rank])/2
+	step, least := slot/es*es, w*es // bytes of the vector or of one block per window
+	switch a.Kind {
+	case transport.KindAllGather:
+		least = es
+	case transport.KindReduceScatter:
+		step, least = slot/w/es*es, es
+	}
+	if step < least {
+		return fmt.Errorf("staged: %w: a staging part of %d bytes holds no window of a %d-rank %s of %s",
+			algos.ErrNoStaging, len(parts[rank]), w, a.Kind, a.DType)
 	}
 	n := a.Count * es
-	send, recv := a.Send[:n], a.Recv[:n]
-	for k, off := 0, 0; off < n; k, off = k+1, off+win*es {
-		m := min(win*es, n-off)
-		if err := window(ctx, p, a, parts, k, send[off:off+m], recv[off:off+m], k%2*win*es); err != nil {
-			return fmt.Errorf("staged: allreduce, window %d (bytes %d-%d of %d): %w", k, off, off+m, n, err)
+	for k, off := 0, 0; off < n; k, off = k+1, off+step {
+		m := min(step, n-off)
+		at := k % 2 * slot
+		switch a.Kind {
+		case transport.KindAllReduce:
+			err = window(ctx, p, a, parts, k, a.Send[off:off+m], a.Recv[off:off+m], at)
+		case transport.KindAllGather:
+			err = gatherWindow(ctx, p, a, parts, k, off, m, at)
+		default:
+			err = scatterWindow(ctx, p, a, parts, k, off, m, at)
+		}
+		if err != nil {
+			return fmt.Errorf("staged: %s, window %d (bytes %d-%d of %d): %w", a.Kind, k, off, off+m, n, err)
 		}
 	}
 	if err := handshake(ctx, p, phaseExit, 0); err != nil {
-		return fmt.Errorf("staged: allreduce: %w", err)
+		return fmt.Errorf("staged: %s: %w", a.Kind, err)
 	}
 	return nil
 }
@@ -121,16 +139,82 @@ func window(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k
 	}
 	// In place, recv is send: every slice of it was staged or reduced above, and the
 	// peers read only the staging area, so it may be overwritten now.
-	out := copyCached
-	if a.Count*es > cachedOutputMax {
-		out = copyAround
-	}
+	out := outputCopy(a.Count * es)
 	for i := range w {
 		r := (rank + i) % w
 		lo, hi := slice(r)
 		out(recv[lo:hi], parts[r][slot+lo:slot+hi])
 	}
 	return nil
+}
+
+// gatherWindow runs window k of an AllGather: bytes off..off+m of every rank's block,
+// staged in the slot at byte at of every rank's part. Rank r copies its block's window
+// into its part, and its own block's window into its output; after a hand-shake (every
+// rank has staged the window) it copies every peer's window from that peer's part into
+// its output. The next window's hand-shake is the point after which nobody reads this
+// window's slot any more (see the package comment).
+func gatherWindow(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k, off, m, at int) error {
+	rank, w := p.Rank(), p.Size()
+	n := a.Count * a.DType.Size()
+	copyCached(parts[rank][at:at+m], a.Send[off:off+m])
+	out := outputCopy(w * n)
+	if own := a.Recv[rank*n+off : rank*n+off+m]; !algos.SameMemory(own, a.Send[off:off+m]) {
+		out(own, a.Send[off:off+m])
+	}
+	if err := handshake(ctx, p, phaseStaged, k); err != nil {
+		return err
+	}
+	for i := 1; i < w; i++ {
+		r := (rank + i) % w
+		out(a.Recv[r*n+off:r*n+off+m], parts[r][at:at+m])
+	}
+	return nil
+}
+
+// scatterWindow runs window k of a ReduceScatter: bytes off..off+m of every rank's
+// block, staged in the slot at byte at of every rank's part, whose piece q (m bytes at
+// at+q*m) holds the window of block q. Rank r copies the window of every block but its
+// own into its part; after a hand-shake (every rank has staged the window) it reduces
+// the window of block r, its own input's first and then every peer's staged piece in
+// rank order from r+1, straight into its output. Each block is reduced by one rank in a
+// fixed order, as in the AllReduce.
+func scatterWindow(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k, off, m, at int) error {
+	rank, w := p.Rank(), p.Size()
+	n := a.Count * a.DType.Size()
+	mine := parts[rank][at : at+w*m]
+	for q := range w {
+		if q != rank {
+			copyCached(mine[q*m:(q+1)*m], a.Send[q*n+off:q*n+off+m])
+		}
+	}
+	if err := handshake(ctx, p, phaseStaged, k); err != nil {
+		return err
+	}
+	dst := a.Recv[off : off+m]
+	own := a.Send[rank*n+off : rank*n+off+m]
+	for i := 1; i < w; i++ {
+		src := parts[(rank+i)%w][at+rank*m : at+(rank+1)*m]
+		var err error
+		if i == 1 {
+			err = reduce.Apply3(a.DType, a.Op, dst, own, src)
+		} else {
+			err = reduce.Apply(a.DType, a.Op, dst, src)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return reduce.Finish(a.DType, a.Op, dst, w)
+}
+
+// outputCopy is how a call whose output is total bytes copies into it: through the
+// cache up to cachedOutputMax, around it above.
+func outputCopy(total int) func(dst, src []byte) {
+	if total > cachedOutputMax {
+		return copyAround
+	}
+	return copyCached
 }
 
 // The stores of a copy either stay in the cache or go around it (non-temporal stores,

@@ -2,7 +2,9 @@ package staged_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,25 +97,60 @@ func TestNoStaging(t *testing.T) {
 	}
 }
 
-// TestTooSmall: a part that holds no window of one element per rank is no staging area
-// (every rank sees the same sizes, so every rank says so).
+// TestTooSmall: a part whose slot (half of it) holds no window is no staging area
+// (every rank sees the same sizes, so every rank says so): one element per rank for
+// AllReduce and per block for ReduceScatter, one element for AllGather. A 40-byte part
+// still holds an AllGather window of two float64 elements, and the call runs.
 func TestTooSmall(t *testing.T) {
-	ctx := context.Background()
-	m, err := algostest.NewMesh(ctx, 3)
-	require.NoError(t, err)
-	defer m.Close()
-	parts := [][]byte{make([]byte, 40), make([]byte, 40), make([]byte, 40)}
-	args := make([]*algos.Args, 3)
-	for r := range args {
-		args[r] = &algos.Args{Kind: transport.KindAllReduce, Send: make([]byte, 80), Recv: make([]byte, 80), Count: 10,
-			DType: transport.Float64, Op: transport.Sum, SendPeer: -1, RecvPeer: -1}
-	}
-	errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
-		return staged.Algorithm{}.Run(ctx, stagingPeers{p, parts}, a)
-	})
-	for r, err := range errs {
-		require.ErrorIs(t, err, algos.ErrNoStaging, "rank %d", r)
-		require.ErrorContains(t, err, "holds no window of 3 float64 elements")
+	const w, count = 3, 5
+	for _, tc := range []struct {
+		kind    transport.Kind
+		part    int
+		wantErr string
+	}{
+		{transport.KindAllReduce, 40, "a staging part of 40 bytes holds no window of a 3-rank allreduce of float64"},
+		{transport.KindReduceScatter, 40, "a staging part of 40 bytes holds no window of a 3-rank reducescatter of float64"},
+		{transport.KindAllGather, 14, "a staging part of 14 bytes holds no window of a 3-rank allgather of float64"},
+		{transport.KindAllGather, 40, ""},
+	} {
+		t.Run(fmt.Sprintf("%s-%d", tc.kind, tc.part), func(t *testing.T) {
+			ctx := context.Background()
+			m, err := algostest.NewMesh(ctx, w)
+			require.NoError(t, err)
+			defer m.Close()
+			parts := make([][]byte, w)
+			args := make([]*algos.Args, w)
+			for r := range args {
+				parts[r] = make([]byte, tc.part)
+				send := make([]byte, 8*count*w)
+				for i := range count * w {
+					binary.LittleEndian.PutUint64(send[8*i:], math.Float64bits(float64(100*r+i)))
+				}
+				sendN, recvN := 8*count, 8*count*w // allgather's
+				if tc.kind != transport.KindAllGather {
+					sendN, recvN = 8*count*w, 8*count // as each kind needs them
+				}
+				args[r] = &algos.Args{Kind: tc.kind, Send: send[:sendN], Recv: make([]byte, recvN), Count: count,
+					DType: transport.Float64, Op: transport.Sum, SendPeer: -1, RecvPeer: -1}
+			}
+			errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+				return staged.Algorithm{}.Run(ctx, stagingPeers{p, parts}, a)
+			})
+			for r, err := range errs {
+				if tc.wantErr != "" {
+					require.ErrorIs(t, err, algos.ErrNoStaging, "rank %d", r)
+					require.ErrorContains(t, err, tc.wantErr)
+					continue
+				}
+				require.NoError(t, err, "rank %d", r)
+				for q := range w { // block q is rank q's first count elements
+					for i := range count {
+						got := math.Float64frombits(binary.LittleEndian.Uint64(args[r].Recv[8*(q*count+i):]))
+						require.Equal(t, float64(100*q+i), got, "rank %d, block %d, element %d", r, q, i)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -129,7 +166,7 @@ func TestUnsupportedKind(t *testing.T) {
 	}
 	for _, err := range m.RunAlgorithm(ctx, staged.Algorithm{}, args) {
 		require.ErrorIs(t, err, transport.ErrNotSupported)
-		require.ErrorContains(t, err, "staged implements allreduce")
+		require.ErrorContains(t, err, "staged implements allreduce, allgather and reducescatter")
 	}
 }
 
