@@ -319,14 +319,12 @@ func StagedMinFor(world int) int {
 // back and writes it out, 3(W-1)/W per byte in all; through the staging area it writes
 // only its own block in, (2W-1)/W, and meets its peers at one hand-shake per window
 // instead of at every step of every chunk, which is what costs when ranks outnumber
-// cores. ReduceScatter likewise. In 6 rounds of bench/auto.sh on the 2-core VM
+// cores. ReduceScatter likewise. In 10 rounds of bench/auto.sh on the 2-core VM
 // (BENCHMARKS.md, "Speed", 21), at 3 and 4 ranks staged was the fastest fixed algorithm
-// or within 4 % of it at 87 of the 88 non-empty sizes of the two collectives (the ring
-// took 0.98-2.79x its time; the miss ReduceScatter at 4 ranks and 256 B, naive 1.14x
-// faster). At 2 ranks the two move the same bytes, and the ring took 0.90-2.04x staged's
-// time up to 64 KiB, 0.75-1.17x from 128 KiB to 4 MiB (ReduceScatter's ring the faster
-// there) and 0.89-1.29x from 8 MiB; this choice was within 10 % of the faster at 21 of
-// the 23 sizes of each.
+// or within 4 % of it at all 88 non-empty sizes of the two collectives (the ring took
+// 1.02-2.78x its time). At 2 ranks the two move the same bytes, and the ring took
+// 0.90-1.65x staged's time up to 64 KiB, 0.82-1.15x from 128 KiB to 4 MiB and 0.94-1.21x
+// from 8 MiB; this choice was within 10 % of the faster at 22 of the 23 sizes of each.
 func StagedGatherFor(world, bytes int) bool {
 	if bytes < 1 || world < 2 {
 		return false
