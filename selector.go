@@ -15,6 +15,7 @@ import (
 	"github.com/goccl/goccl/algos/staged"
 	_ "github.com/goccl/goccl/algos/tree"
 	"github.com/goccl/goccl/internal/tune"
+	"github.com/goccl/goccl/shm"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -141,7 +142,10 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 	case a == nil:
 		return offloadAlgo, why
 	case (kind != KindAllReduce || bytes > algos.SmallExchangeMax) && c.stagedFirst(kind, bytes): // as doCollective decides
-		if kind != KindAllReduce {
+		switch kind {
+		case KindBroadcast:
+			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.StagedBroadcastMinFor(%d) = %d bytes, every link shm; else %s)", c.size, shm.StagedBroadcastMinFor(c.size), why)
+		case KindAllGather, KindReduceScatter:
 			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers, every link shm, shm.StagedGatherFor(%d ranks, %d bytes); else %s)", c.size, bytes, why)
 		}
 		bound := ""

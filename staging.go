@@ -188,6 +188,10 @@ func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
 		if !shm.StagedGatherFor(c.size, bytes) {
 			return false
 		}
+	case KindBroadcast:
+		if bytes < shm.StagedBroadcastMinFor(c.size) {
+			return false
+		}
 	default:
 		return false
 	}

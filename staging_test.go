@@ -319,3 +319,64 @@ func TestStagedGatherScatter(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedBroadcast: auto broadcasts ordinary buffers through the staging area from
+// shm.StagedBroadcastMinFor (16 MiB at 2 ranks, 8 MiB from 3) and not below it, from the first and the last rank,
+// in place (the root's send is its recv) and not; every element is checked on every
+// rank. Named in the config, staged broadcasts at every size.
+func TestStagedBroadcast(t *testing.T) {
+	for _, w := range []int{2, 3, 4} {
+		for _, algo := range []string{"", "staged"} {
+			t.Run(fmt.Sprintf("w%d/algo=%q", w, algo), func(t *testing.T) {
+				opts := []goccl.Option{goccl.WithTransport("shm")}
+				if algo != "" {
+					opts = append(opts, goccl.WithAlgo(algo))
+				}
+				comms := local(t, w, opts...)
+				want := uint64(0)
+				least := shm.StagedBroadcastMinFor(w)
+				for _, count := range []int{1, 1001, least/4 - 1, least/4 + 1} { // float32 elements: just below and above it
+					for _, root := range []int{0, w - 1} {
+						errs := runRanks(comms, func(c *goccl.Comm) error {
+							r := c.Rank()
+							for _, inPlace := range []bool{false, true} {
+								send, recv := make([]float32, count), make([]float32, count)
+								for i := range recv {
+									recv[i] = float32(math.NaN())
+								}
+								if r == root {
+									if inPlace {
+										send = recv
+									}
+									for i := range send {
+										send[i] = float32(root*5 + i%1000)
+									}
+								}
+								if err := c.Broadcast(context.Background(), goccl.HostSlice(send), goccl.HostSlice(recv), count, goccl.Float32, root); err != nil {
+									return err
+								}
+								for i, got := range recv {
+									if want := float32(root*5 + i%1000); got != want {
+										return fmt.Errorf("rank %d: broadcast from %d of %d elements (in place %v): element %d = %v, want %v", r, root, count, inPlace, i, got, want)
+									}
+								}
+							}
+							return nil
+						})
+						for r, err := range errs {
+							require.NoError(t, err, "rank %d", r)
+						}
+						if algo == "staged" || 4*count >= least {
+							want += 2
+						}
+						for r, c := range comms {
+							require.Equal(t, want, stagedCalls(c), "rank %d after %d elements from root %d", r, count, root)
+						}
+						name, why := comms[0].Algo(goccl.KindBroadcast, 4*count)
+						require.Equal(t, algo == "staged" || 4*count >= least, name == "staged", "%d bytes: %s (%s)", 4*count, name, why)
+					}
+				}
+			})
+		}
+	}
+}

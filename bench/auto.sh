@@ -19,9 +19,10 @@
 #     for r in 1 2 3 4; do FIRST_ROUND=$r bash bench/auto.sh D/plain-$r 1
 #       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done
 #
-# COLL=all_gather or COLL=reduce_scatter sweeps that collective instead of all_reduce,
-# against the fixed algorithms that implement it (ring, naive, staged); TUNE applies to
-# all_reduce only.
+# COLL=all_gather, reduce_scatter, broadcast or reduce sweeps that collective instead of
+# all_reduce, against the fixed algorithms that implement it (ring, naive and staged for
+# all_gather and reduce_scatter, and tree too for broadcast; ring, tree and naive for
+# reduce); TUNE applies to all_reduce only.
 #
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
@@ -53,7 +54,9 @@ COLL=${COLL:-all_reduce}
 case $COLL in
   all_reduce) ALGOS=(auto ring tree rd naive staged) ;;
   all_gather | reduce_scatter) ALGOS=(auto ring naive staged) ;;
-  *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather or reduce_scatter" >&2; exit 2 ;;
+  broadcast) ALGOS=(auto ring tree naive staged) ;;
+  reduce) ALGOS=(auto ring tree naive) ;;
+  *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather, reduce_scatter, broadcast or reduce" >&2; exit 2 ;;
 esac
 # sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
 # --span 128M moves every sweep's buffers through 128 MiB, as the one sweep 8 B..128 MiB

@@ -332,6 +332,23 @@ func StagedGatherFor(world, bytes int) bool {
 	return world > 2 || bytes <= 64<<10 || bytes >= 8<<20
 }
 
+// StagedBroadcastMinFor is the smallest Broadcast that auto runs through the
+// communicator's staging area, for a communicator of world ranks: 16 MiB at 2, 8 MiB from
+// 3. The root writes each window into its part once and every other rank copies it out,
+// against the ring's chain, where every rank but the last also copies each chunk into
+// the next link's buffer. Smaller ones stay with the tree, ring or naive, which need no
+// hand-shake: a Broadcast's root does not wait for its receivers, and calls in a row
+// overlap. In 12 rounds of bench/auto.sh (BENCHMARKS.md, "Speed", 21) staged was the
+// fastest from 16 MiB at 2 ranks (the ring 1.11-1.32x slower) and from 8 MiB at 3 and 4
+// (the ring 1.59-2.74x slower), and 1.1-2.6x slower than the fastest at 1-4 MiB but at 4
+// ranks and 4 MiB.
+func StagedBroadcastMinFor(world int) int {
+	if world == 2 {
+		return 16 << 20
+	}
+	return 8 << 20
+}
+
 // StagingBytesFor is shm.staging_bytes's default for a communicator of world ranks: 8
 // MiB per rank up to 4 ranks, then 32 MiB over the ranks, at least 2 MiB. Larger parts
 // mean fewer windows, and every window costs two hand-shakes, which is what counts when

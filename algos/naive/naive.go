@@ -112,11 +112,15 @@ func recvChunks(ctx context.Context, p algos.Peers, peer int, phase uint8, buf [
 	return nil
 }
 
+// serial reports whether messages of n bytes go in one chunk of cs that fits p's eager
+// size, so that a rank may send them on its own goroutine without a receive beside it.
+func serial(p algos.Peers, n, cs int) bool { return n <= cs && n <= algos.EagerLimit(p) }
+
 // reduceAt reduces every rank's Send into dst at root, chunk by chunk in rank order,
 // and with bcast sends each finished chunk back to every rank's Recv.
 func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool, cs int) error {
 	rank, w := p.Rank(), p.Size()
-	if n := len(a.Send); n <= cs && n <= algos.EagerLimit(p) {
+	if serial(p, len(a.Send), cs) {
 		return reduceAtSerial(ctx, p, a, root, bcast)
 	}
 	g, ctx := errgroup.WithContext(ctx)
@@ -213,8 +217,22 @@ func reduceAtSerial(ctx context.Context, p algos.Peers, a *algos.Args, root int,
 	return nil
 }
 
-// toAll runs one goroutine per other rank; each is given that peer.
-func toAll(ctx context.Context, p algos.Peers, f func(ctx context.Context, peer int) error) error {
+// toAll runs f once for every other rank, given that peer: one after another on the
+// calling goroutine when each moves at most n bytes, in one piece that fits the links'
+// eager size (f then never waits for the peer to receive, and the goroutines would cost
+// more than the messages: at 3 ranks a small Broadcast took 5.6 us through them against
+// the tree's 0.7, BENCHMARKS.md, "Speed", 21), else on one goroutine per peer.
+func toAll(ctx context.Context, p algos.Peers, n, cs int, f func(ctx context.Context, peer int) error) error {
+	if serial(p, n, cs) {
+		for peer := range p.Size() {
+			if peer != p.Rank() {
+				if err := f(ctx, peer); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	for peer := range p.Size() {
 		if peer != p.Rank() {
@@ -229,7 +247,7 @@ func broadcast(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		return recvChunks(ctx, p, a.Root, phaseDown, a.Recv, cs, nil)
 	}
 	algos.CopyDistinct(a.Recv, a.Send)
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, len(a.Send), cs, func(ctx context.Context, peer int) error {
 		return sendChunks(ctx, p, peer, phaseDown, a.Send, cs, nil)
 	})
 }
@@ -244,12 +262,12 @@ func allGather(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		return recvChunks(ctx, p, 0, phaseDown, a.Recv, cs, nil)
 	}
 	algos.CopyDistinct(a.Recv[:n], a.Send)
-	if err := toAll(ctx, p, func(ctx context.Context, peer int) error {
+	if err := toAll(ctx, p, n, cs, func(ctx context.Context, peer int) error {
 		return recvChunks(ctx, p, peer, phaseUp, a.Recv[peer*n:(peer+1)*n], cs, nil)
 	}); err != nil {
 		return err
 	}
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, len(a.Recv), cs, func(ctx context.Context, peer int) error {
 		return sendChunks(ctx, p, peer, phaseDown, a.Recv, cs, nil)
 	})
 }
@@ -279,7 +297,7 @@ func reduceScatter(ctx context.Context, p algos.Peers, a *algos.Args, cs int) er
 		return err
 	}
 	copy(a.Recv, acc[:n])
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, n, cs, func(ctx context.Context, peer int) error {
 		return sendChunks(ctx, p, peer, phaseDown, acc[peer*n:(peer+1)*n], cs, nil)
 	})
 }
@@ -290,7 +308,7 @@ func gather(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		return sendChunks(ctx, p, a.Root, phaseUp, a.Send, cs, nil)
 	}
 	algos.CopyDistinct(a.Recv[rank*n:(rank+1)*n], a.Send)
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, n, cs, func(ctx context.Context, peer int) error {
 		return recvChunks(ctx, p, peer, phaseUp, a.Recv[peer*n:(peer+1)*n], cs, nil)
 	})
 }
@@ -301,7 +319,7 @@ func scatter(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		return recvChunks(ctx, p, a.Root, phaseDown, a.Recv, cs, nil)
 	}
 	algos.CopyDistinct(a.Recv, a.Send[rank*n:(rank+1)*n])
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, n, cs, func(ctx context.Context, peer int) error {
 		return sendChunks(ctx, p, peer, phaseDown, a.Send[peer*n:(peer+1)*n], cs, nil)
 	})
 }
@@ -319,6 +337,18 @@ func allToAll(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		copy(src, a.Send)
 	}
 	copy(a.Recv[rank*n:(rank+1)*n], src[rank*n:(rank+1)*n])
+	if serial(p, n, cs) { // every send fits the links without a receive beside it
+		for k := 1; k < w; k++ {
+			to, from := (rank+k)%w, (rank-k+w)%w
+			if err := sendChunks(ctx, p, to, phaseP2P, src[to*n:(to+1)*n], cs, nil); err != nil {
+				return err
+			}
+			if err := recvChunks(ctx, p, from, phaseP2P, a.Recv[from*n:(from+1)*n], cs, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		for k := 1; k < w; k++ {
@@ -354,7 +384,7 @@ func barrier(ctx context.Context, p algos.Peers) error {
 			return err
 		}
 	}
-	return toAll(ctx, p, func(ctx context.Context, peer int) error {
+	return toAll(ctx, p, 0, 1, func(ctx context.Context, peer int) error {
 		return algos.Send(ctx, p, peer, tag(phaseDown, 0), nil)
 	})
 }

@@ -1,7 +1,8 @@
-// Package staged is AllReduce, AllGather and ReduceScatter through a staging area that
-// the ranks of one host share (algos.Stager; the communicator keeps one per group whose
-// links are all shm), for ordinary buffers that the ranks cannot read from each other
-// (for buffers in AllocShared memory, algos/direct reads them in place instead).
+// Package staged is AllReduce, AllGather, ReduceScatter and Broadcast through a staging
+// area that the ranks of one host share (algos.Stager; the communicator keeps one per
+// group whose links are all shm), for ordinary buffers that the ranks cannot read from
+// each other (for buffers in AllocShared memory, algos/direct reads them in place
+// instead).
 //
 // An AllReduce vector goes through the area in windows. Each rank's part of the area holds two
 // windows (used in turn), and a window holds, per rank, the same W slices as the whole
@@ -30,6 +31,9 @@
 // blocks of the input: rank r copies the stretches of the blocks its peers own into its
 // part, and after the hand-shake reduces the stretch of block r, its own input's first
 // and then every peer's staged copy in rank order from r+1, straight into its output.
+//
+// Broadcast stages the root's window in the root's part, and after one hand-shake every
+// other rank copies it out.
 //
 // Two windows in turn make the first hand-shake of window k+1 also the point after which
 // nobody reads window k-1's slot any more, so one more hand-shake at exit (nobody

@@ -15,16 +15,21 @@ const Name = "staged"
 
 func init() { algos.Register(Algorithm{}) }
 
-// Algorithm passes AllReduce, AllGather and ReduceScatter through the group's staging
-// area. The zero value is ready to use.
+// Algorithm passes AllReduce, AllGather, ReduceScatter and Broadcast through the group's
+// staging area. The zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "staged".
 func (Algorithm) Name() string { return Name }
 
-// Supports reports AllReduce, AllGather and ReduceScatter, the collectives it implements.
+// Supports reports AllReduce, AllGather, ReduceScatter and Broadcast, the collectives it
+// implements.
 func (Algorithm) Supports(k transport.Kind) bool {
-	return k == transport.KindAllReduce || k == transport.KindAllGather || k == transport.KindReduceScatter
+	switch k {
+	case transport.KindAllReduce, transport.KindAllGather, transport.KindReduceScatter, transport.KindBroadcast:
+		return true
+	}
+	return false
 }
 
 // Hand-shake phases (the tag's phase field).
@@ -44,7 +49,7 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 		return err
 	}
 	if !(Algorithm{}).Supports(a.Kind) {
-		return fmt.Errorf("staged: %w: %s (staged implements allreduce, allgather and reducescatter)", transport.ErrNotSupported, a.Kind)
+		return fmt.Errorf("staged: %w: %s (staged implements allreduce, allgather, reducescatter and broadcast)", transport.ErrNotSupported, a.Kind)
 	}
 	if w == 1 {
 		return algos.RunLocal(a)
@@ -60,13 +65,14 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	if len(parts) != w {
 		return fmt.Errorf("staged: %w: %d staging parts for %d ranks", transport.ErrProtocol, len(parts), w)
 	}
-	// A slot (half a part) holds one window: for AllReduce a stretch of the vector of
-	// at least one element per rank; for AllGather a stretch of one rank's block; for
-	// ReduceScatter the same stretch of all W blocks.
+	// A slot (half a part) holds one window: for AllReduce a stretch of the vector of at
+	// least one element per rank; for AllGather a stretch of one rank's
+	// block, for Broadcast of the vector; for ReduceScatter the same stretch of all W
+	// blocks.
 	es, slot := a.DType.Size(), len(parts[rank])/2
 	step, least := slot/es*es, w*es // bytes of the vector or of one block per window
 	switch a.Kind {
-	case transport.KindAllGather:
+	case transport.KindAllGather, transport.KindBroadcast:
 		least = es
 	case transport.KindReduceScatter:
 		step, least = slot/w/es*es, es
@@ -82,6 +88,8 @@ func (Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 		switch a.Kind {
 		case transport.KindAllReduce:
 			err = window(ctx, p, a, parts, k, a.Send[off:off+m], a.Recv[off:off+m], at)
+		case transport.KindBroadcast:
+			err = bcastWindow(ctx, p, a, parts, k, off, m, at)
 		case transport.KindAllGather:
 			err = gatherWindow(ctx, p, a, parts, k, off, m, at)
 		default:
@@ -168,6 +176,27 @@ func gatherWindow(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]b
 	for i := 1; i < w; i++ {
 		r := (rank + i) % w
 		out(a.Recv[r*n+off:r*n+off+m], parts[r][at:at+m])
+	}
+	return nil
+}
+
+// bcastWindow runs window k of a Broadcast: bytes off..off+m of the vector, staged in the
+// slot at byte at of the root's part. The root copies its input's window into its part
+// (and into its output); after a hand-shake every other rank copies it from there into
+// its output.
+func bcastWindow(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k, off, m, at int) error {
+	out := outputCopy(a.Count * a.DType.Size())
+	if p.Rank() == a.Root {
+		copyCached(parts[a.Root][at:at+m], a.Send[off:off+m])
+		if own := a.Recv[off : off+m]; !algos.SameMemory(own, a.Send[off:off+m]) {
+			out(own, a.Send[off:off+m])
+		}
+	}
+	if err := handshake(ctx, p, phaseStaged, k); err != nil {
+		return err
+	}
+	if p.Rank() != a.Root {
+		out(a.Recv[off:off+m], parts[a.Root][at:at+m])
 	}
 	return nil
 }

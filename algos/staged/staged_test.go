@@ -161,12 +161,12 @@ func TestUnsupportedKind(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	args := []*algos.Args{
-		{Kind: transport.KindBroadcast, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
-		{Kind: transport.KindBroadcast, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
+		{Kind: transport.KindReduce, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
+		{Kind: transport.KindReduce, Send: make([]byte, 8), Recv: make([]byte, 8), Count: 2, DType: transport.Float32, SendPeer: -1, RecvPeer: -1},
 	}
 	for _, err := range m.RunAlgorithm(ctx, staged.Algorithm{}, args) {
 		require.ErrorIs(t, err, transport.ErrNotSupported)
-		require.ErrorContains(t, err, "staged implements allreduce, allgather and reducescatter")
+		require.ErrorContains(t, err, "staged implements allreduce, allgather, reducescatter and broadcast")
 	}
 }
 
