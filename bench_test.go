@@ -47,3 +47,41 @@ func BenchmarkObservability(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBroadcastSmall is an 8-byte Broadcast between two goroutine ranks over shm,
+// per algorithm; with -benchmem it shows what each allocates per call (the ring's
+// pipe and transfer lists stay on the stack: BENCHMARKS.md, "Speed", 21).
+// Run: go test -run '^$' -bench BroadcastSmall -benchmem .
+func BenchmarkBroadcastSmall(b *testing.B) {
+	for _, algo := range []string{"ring", "tree", "naive"} {
+		b.Run(algo, func(b *testing.B) {
+			ctx := context.Background()
+			comms, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("shm"), goccl.WithAlgo(algo))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				for _, c := range comms {
+					c.Close()
+				}
+			}()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := []float32{1, 2}
+					for range b.N {
+						if err := c.Broadcast(ctx, goccl.HostSlice(buf), goccl.HostSlice(buf), 2, goccl.Float32, 0); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}

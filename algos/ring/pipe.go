@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -39,17 +40,25 @@ type pipe struct {
 	phase      uint8 // tag phase, distinct per collective shape
 }
 
+// run moves sends and recvs, on this goroutine when serialOK allows, else on a sender
+// and a receiver goroutine. Only that second path hands the pipe and the lists to other
+// goroutines, and it does so with copies, so that the caller's pipe and transfer lists
+// stay on its stack and a small call allocates nothing for them (a small Broadcast
+// allocated both, 2 of every rank's allocations per call: BENCHMARKS.md, "Speed", 21).
 func (pp *pipe) run(ctx context.Context, sends, recvs []xfer) error {
 	if pp.serialOK(sends, recvs) {
 		return pp.serial(ctx, sends, recvs)
 	}
+	q := new(pipe)
+	*q = *pp
+	ss, rr := slices.Clone(sends), slices.Clone(recvs)
 	var fwd, rev algos.Progress // fwd: receiver -> sender; rev: sender -> receiver
 	g, ctx := errgroup.WithContext(ctx)
-	if len(sends) > 0 {
-		g.Go(func() error { return pp.sender(ctx, sends, &fwd, &rev) })
+	if len(ss) > 0 {
+		g.Go(func() error { return q.sender(ctx, ss, &fwd, &rev) })
 	}
-	if len(recvs) > 0 {
-		g.Go(func() error { return pp.receiver(ctx, recvs, &fwd, &rev) })
+	if len(rr) > 0 {
+		g.Go(func() error { return q.receiver(ctx, rr, &fwd, &rev) })
 	}
 	return g.Wait()
 }
