@@ -201,7 +201,7 @@ func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
 // stagedRange is a tune file's staged range as shm.staged_min and shm.staged_max.
 func stagedRange(r tune.StagedRange) (lo, hi int) {
 	switch {
-	case r.Off: // AllReduce never stages; AllGather and ReduceScatter still may
+	case r.Off: // AllReduce never stages; AllGather, ReduceScatter and Broadcast still may
 		return math.MaxInt, math.MaxInt
 	case r.MaxBytes == 0:
 		return r.MinBytes, math.MaxInt

@@ -77,8 +77,8 @@ type Options struct {
 	// StagedMin is the smallest AllReduce of ordinary (not AllocShared) buffers that auto
 	// runs through the communicator's staging area ("shm.staged_min"; algos/staged) when
 	// every link is shm; "off" never does, and leaves the communicator without a staging
-	// area (so AllGather and ReduceScatter, which auto stages by their own rule,
-	// StagedGatherFor, do not either). Unset (0), the communicator picks by its size
+	// area (so AllGather, ReduceScatter and Broadcast, which auto stages by their own
+	// rules, StagedGatherFor and StagedBroadcastMinFor, do not either). Unset (0), the communicator picks by its size
 	// (StagedMinFor); ParseOptions turns "off" into -1 and "0" into 1.
 	StagedMin int
 	// StagedMax is the largest AllReduce that auto runs through the staging area
@@ -313,7 +313,7 @@ func StagedMinFor(world int) int {
 // (counted as nccl-tests' size column: the whole world's data) through the communicator's
 // staging area, for a communicator of world ranks: at every non-empty size from 3 ranks;
 // at 2 up to 64 KiB and from 8 MiB. shm.staged_min and shm.staged_max bound the staged
-// AllReduce only, and "off" turns the staging area off for all three.
+// AllReduce only; "off" turns the staging area off for every collective.
 //
 // A ring AllGather rank writes (W-1)/W of its output into the links' buffers, reads it
 // back and writes it out, 3(W-1)/W per byte in all; through the staging area it writes

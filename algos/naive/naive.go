@@ -219,9 +219,10 @@ func reduceAtSerial(ctx context.Context, p algos.Peers, a *algos.Args, root int,
 
 // toAll runs f once for every other rank, given that peer: one after another on the
 // calling goroutine when each moves at most n bytes, in one piece that fits the links'
-// eager size (f then never waits for the peer to receive, and the goroutines would cost
-// more than the messages: at 3 ranks a small Broadcast took 5.6 us through them against
-// the tree's 0.7, BENCHMARKS.md, "Speed", 21), else on one goroutine per peer.
+// eager size, else on one goroutine per peer. Such a send never waits for its receive,
+// so serving the peers in turn cannot deadlock, and the goroutines would cost more than
+// the messages (at 3 ranks a small Broadcast took 5.6 us through them against the
+// tree's 0.7: BENCHMARKS.md, "Speed", 21).
 func toAll(ctx context.Context, p algos.Peers, n, cs int, f func(ctx context.Context, peer int) error) error {
 	if serial(p, n, cs) {
 		for peer := range p.Size() {

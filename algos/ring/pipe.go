@@ -44,7 +44,7 @@ type pipe struct {
 // and a receiver goroutine. Only that second path hands the pipe and the lists to other
 // goroutines, and it does so with copies, so that the caller's pipe and transfer lists
 // stay on its stack and a small call allocates nothing for them (a small Broadcast
-// allocated both, 2 of every rank's allocations per call: BENCHMARKS.md, "Speed", 21).
+// allocated both on every call, 2 allocations per rank: BENCHMARKS.md, "Speed", 21).
 func (pp *pipe) run(ctx context.Context, sends, recvs []xfer) error {
 	if pp.serialOK(sends, recvs) {
 		return pp.serial(ctx, sends, recvs)
