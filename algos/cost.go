@@ -316,8 +316,8 @@ func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		fill := 2 * depth * m.wire(m.chunk(half)) * m.stretch(w)
 		return hops*m.hop(w, async) + fill + m.load(w, 2*sends*ch, 8*float64(w-1)*ch,
 			sends*half, 2*float64(w-1)*n, float64(ts.maxChildren)*half, float64(w-1)*n)
-	case transport.KindReduce: // lg hops, each a send and a receive on the critical path
-		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n) + m.red(lg*n)
+	case transport.KindReduce: // lg dependent hops, each a send and a receive on the critical path
+		return lg*m.hop(w, false) + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n) + m.red(lg*n)
 	case transport.KindBroadcast:
 		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n)
 	case transport.KindBarrier:
@@ -347,8 +347,12 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 		// 2(W-1) messages at the root, in series with a leaf's send and receive.
 		msgs := 2 * steps * m.chunks(n)
 		return 2*min(steps, 1)*m.hop(w, !m.serial(n)) + m.load(w, msgs+2, 2*msgs, steps*n, 2*steps*n, steps*n, steps*n)
-	case transport.KindReduce: // the root's messages, after a leaf's send
-		return steps*(m.a()+m.chunks(n)*m.o()) + m.o() + m.wire(steps*n) + m.red(steps*n)
+	case transport.KindReduce:
+		// One hop, whatever W: the leaves send at once, and the root takes their
+		// messages one after another (per-message CPU), after a leaf's send. Priced
+		// as W-1 hops in a row instead, auto ran the tree's two dependent hops at 4
+		// ranks, 1.7-2.6x naive's time below 8 KiB (BENCHMARKS.md, "Speed", 21).
+		return min(steps, 1)*m.hop(w, false) + steps*m.chunks(n)*m.o() + m.o() + m.wire(steps*n) + m.red(steps*n)
 	case transport.KindBroadcast:
 		return steps*(m.a()+m.chunks(n)*m.o()) + m.o() + m.wire(steps*n)
 	case transport.KindAllGather: // gather W blocks, then send the whole buffer to everyone

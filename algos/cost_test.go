@@ -219,8 +219,8 @@ func TestPredictAcrossHosts(t *testing.T) {
 			check("ring", transport.KindBroadcast, (w-h)*(ai+cn/bi)+(h-1)*(ae+cn/be)+(n-cn)/min(bi, be)+
 				2*(w-1+chunks(n)-1)*max(oi, oe))
 			// Naive Reduce: the root takes L-1 messages over the host and W-L over the NIC,
-			// each phase after a leaf's send.
-			check("naive", transport.KindReduce, (l-1)*(ai+chunks(n)*oi+n/bi+n/g)+oi+(w-l)*(ae+chunks(n)*oe+n/be+n/g)+oe)
+			// each phase one hop (the leaves send at once) after a leaf's send.
+			check("naive", transport.KindReduce, ai+(l-1)*(chunks(n)*oi+n/bi+n/g)+oi+ae+(w-l)*(chunks(n)*oe+n/be+n/g)+oe)
 		}
 	}
 	// The binomial broadcast from rank 0 over 2 hosts of 2: 0->2 crosses, 0->1 and 2->3
