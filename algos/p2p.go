@@ -39,6 +39,12 @@ func EagerLimit(p Peers) int {
 	return EagerBytes
 }
 
+// OneEagerMessage reports whether a piece of n bytes goes as one message of chunk size
+// cs that fits p's eager size (EagerLimit): a rank may then send it on its own
+// goroutine, without a receive running beside it, and the algorithms do so for small
+// steps.
+func OneEagerMessage(p Peers, n, cs int) bool { return n <= cs && n <= EagerLimit(p) }
+
 // Auto is the selector's name for "let the cost model choose".
 const Auto = "auto"
 

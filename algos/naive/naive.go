@@ -112,15 +112,11 @@ func recvChunks(ctx context.Context, p algos.Peers, peer int, phase uint8, buf [
 	return nil
 }
 
-// serial reports whether messages of n bytes go in one chunk of cs that fits p's eager
-// size, so that a rank may send them on its own goroutine without a receive beside it.
-func serial(p algos.Peers, n, cs int) bool { return n <= cs && n <= algos.EagerLimit(p) }
-
 // reduceAt reduces every rank's Send into dst at root, chunk by chunk in rank order,
 // and with bcast sends each finished chunk back to every rank's Recv.
 func reduceAt(ctx context.Context, p algos.Peers, a *algos.Args, root int, bcast bool, cs int) error {
 	rank, w := p.Rank(), p.Size()
-	if serial(p, len(a.Send), cs) {
+	if algos.OneEagerMessage(p, len(a.Send), cs) {
 		return reduceAtSerial(ctx, p, a, root, bcast)
 	}
 	g, ctx := errgroup.WithContext(ctx)
@@ -224,7 +220,7 @@ func reduceAtSerial(ctx context.Context, p algos.Peers, a *algos.Args, root int,
 // the messages (at 3 ranks a small Broadcast took 5.6 us through them against the
 // tree's 0.7: BENCHMARKS.md, "Speed", 21).
 func toAll(ctx context.Context, p algos.Peers, n, cs int, f func(ctx context.Context, peer int) error) error {
-	if serial(p, n, cs) {
+	if algos.OneEagerMessage(p, n, cs) {
 		for peer := range p.Size() {
 			if peer != p.Rank() {
 				if err := f(ctx, peer); err != nil {
@@ -338,7 +334,7 @@ func allToAll(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		copy(src, a.Send)
 	}
 	copy(a.Recv[rank*n:(rank+1)*n], src[rank*n:(rank+1)*n])
-	if serial(p, n, cs) { // every send fits the links without a receive beside it
+	if algos.OneEagerMessage(p, n, cs) { // every send fits the links without a receive beside it
 		for k := 1; k < w; k++ {
 			to, from := (rank+k)%w, (rank-k+w)%w
 			if err := sendChunks(ctx, p, to, phaseP2P, src[to*n:(to+1)*n], cs, nil); err != nil {

@@ -125,20 +125,7 @@ func window(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]byte, k
 	}
 	lo, hi := slice(rank)
 	if hi > lo {
-		dst := mine[lo:hi]
-		for i := 1; i < w; i++ {
-			src := parts[(rank+i)%w][slot+lo : slot+hi]
-			var err error
-			if i == 1 {
-				err = reduce.Apply3(a.DType, a.Op, dst, send[lo:hi], src)
-			} else {
-				err = reduce.Apply(a.DType, a.Op, dst, src)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if err := reduce.Finish(a.DType, a.Op, dst, w); err != nil {
+		if err := reduceStaged(a, rank, w, mine[lo:hi], send[lo:hi], parts, slot+lo); err != nil {
 			return err
 		}
 	}
@@ -220,10 +207,16 @@ func scatterWindow(ctx context.Context, p algos.Peers, a *algos.Args, parts [][]
 	if err := handshake(ctx, p, phaseStaged, k); err != nil {
 		return err
 	}
-	dst := a.Recv[off : off+m]
-	own := a.Send[rank*n+off : rank*n+off+m]
+	return reduceStaged(a, rank, w, a.Recv[off:off+m], a.Send[rank*n+off:rank*n+off+m], parts, at+rank*m)
+}
+
+// reduceStaged reduces into dst rank's own input own and every peer's staged copy of
+// the same stretch (len(dst) bytes at byte at of its part), in rank order from rank+1,
+// and finishes the reduction (avg): the one fixed order that gives every rank the same
+// bits.
+func reduceStaged(a *algos.Args, rank, w int, dst, own []byte, parts [][]byte, at int) error {
 	for i := 1; i < w; i++ {
-		src := parts[(rank+i)%w][at+rank*m : at+(rank+1)*m]
+		src := parts[(rank+i)%w][at : at+len(dst)]
 		var err error
 		if i == 1 {
 			err = reduce.Apply3(a.DType, a.Op, dst, own, src)

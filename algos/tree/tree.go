@@ -93,7 +93,7 @@ func reduceTo(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		acc = algos.GetScratch(n)
 		defer algos.PutScratch(acc)
 	}
-	if n <= cs && n <= algos.EagerLimit(p) {
+	if algos.OneEagerMessage(p, n, cs) {
 		// One chunk: serve the children in order, then pass the sum on, in this
 		// goroutine (small reduces are latency; see allReduceSerial).
 		for ci, child := range kids {
@@ -147,7 +147,7 @@ func reduceTo(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 func broadcast(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	node := shape.Binomial(w, a.Root, rank)
-	if n := len(a.Recv); n <= cs && n <= algos.EagerLimit(p) {
+	if algos.OneEagerMessage(p, len(a.Recv), cs) {
 		// One chunk: receive it, then forward it to each child, in this goroutine.
 		src := a.Send
 		if rank == a.Root {
