@@ -145,6 +145,19 @@ func BenchmarkPingPong8BProc(b *testing.B) {
 	require.NoError(b, cmd.Wait())
 }
 
+// BenchmarkSwap8BProc: both processes send 8 bytes and then receive the other's, in
+// step (ns/op is one exchange: what a two-rank 8-byte AllReduce costs its link).
+func BenchmarkSwap8BProc(b *testing.B) {
+	ctx, c, cmd := procPeer(b, "swap", nil, 8)
+	b.SetBytes(0)
+	b.ResetTimer()
+	if err := swap(ctx, c, make([]byte, 8), b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	require.NoError(b, cmd.Wait())
+}
+
 // pingPong sends buf and waits for it to come back, b.N times.
 func pingPong(ctx context.Context, b *testing.B, c *conn, buf []byte) {
 	for i := 0; i < b.N; i++ {

@@ -4,7 +4,8 @@
 // Each linked pair of ranks shares one segment, a file under /dev/shm named after the
 // communicator and the pair ("goccl-shm-<comm>-<hash>-<lo>-<hi>"). The lower rank
 // creates it (fallocate'd, so a full /dev/shm fails at set-up instead of with SIGBUS
-// later), writes a header (magic, layout version, communicator, ranks, its pid) and
+// later; both ranks map it with every page touched, so no message pays a page's first
+// touch), writes a header (magic, layout version, communicator, ranks, its pid) and
 // publishes the name through the rendezvous store; the higher rank maps it, removes the
 // name at once, checks the header and marks it attached. From then on no name exists:
 // Close, a panic or SIGKILL of either rank leaves nothing in /dev/shm. A survivor

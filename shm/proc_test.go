@@ -138,6 +138,9 @@ func childMain(role string) error {
 	case "exchange": // send and receive count messages of n bytes at once
 		count, _ := strconv.Atoi(os.Getenv("GOCCL_SHM_COUNT"))
 		return exchange(ctx, c, n, count)
+	case "swap": // send, then receive, count messages of n bytes, in step with the peer
+		count, _ := strconv.Atoi(os.Getenv("GOCCL_SHM_COUNT"))
+		return swap(ctx, c, make([]byte, n), count)
 	case "echo": // bounce count messages of n bytes
 		count, _ := strconv.Atoi(os.Getenv("GOCCL_SHM_COUNT"))
 		buf := make([]byte, n)
@@ -384,6 +387,21 @@ func TestProcDeathWhileLinking(t *testing.T) {
 		require.ErrorIs(t, err, transport.ErrPeer)
 		require.Empty(t, leftovers(t, me.comm), "the survivor must remove a segment its peer never mapped")
 	})
+}
+
+// swap sends buf and then receives the peer's into it, count times: a two-rank small
+// AllReduce's exchange, with both ranks sending at once.
+func swap(ctx context.Context, c *conn, buf []byte, count int) error {
+	for i := range count {
+		h := transporttest.Header(uint64(i), len(buf), 0)
+		if err := c.Send(ctx, h, buf); err != nil {
+			return err
+		}
+		if err := c.Recv(ctx, h, buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // exchange sends count messages of n bytes while receiving as many, as a ring

@@ -30,9 +30,9 @@ func windowName(commID string, index, rank int) string {
 	return fmt.Sprintf("%sw%d-r%d", segPrefix(commID), index, rank)
 }
 
-// CreateWindow creates and maps this rank's part of allocation index: n bytes, written
-// to on every page (a window is as fast on its first use as later, and a full directory
-// fails here, not with SIGBUS later). Peers map it with OpenWindow; the creator removes
+// CreateWindow creates and maps this rank's part of allocation index: n bytes, every
+// page allocated and touched (a window is as fast on its first use as later, see
+// prefault, and a full directory fails here, not with SIGBUS later). Peers map it with OpenWindow; the creator removes
 // the name with Unlink once they have.
 func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if dir == "" {
@@ -45,6 +45,7 @@ func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
+	prefault(mem)
 	return &Window{mem: mem, n: n, path: path}, nil
 }
 
@@ -72,6 +73,7 @@ func OpenWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: map rank %d's window %s (%d bytes): %w", rank, path, size, err)
 	}
+	prefault(mem)
 	return &Window{mem: mem, n: n, path: path}, nil
 }
 
