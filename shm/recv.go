@@ -43,10 +43,10 @@ func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn 
 
 // recv delivers into dst when it is non-nil, else through fn.
 func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byte, fn func(int, []byte) error) error {
-	if !c.receiving.CompareAndSwap(0, 1) {
+	if !atomic.CompareAndSwapInt32(&c.receiving, 0, 1) {
 		return fmt.Errorf("shm: recv from rank %d: %w: concurrent Recv calls on one link", c.peer, transport.ErrInvalid)
 	}
-	defer c.receiving.Store(0)
+	defer c.doneReceiving()
 	if err := c.usable("recv from", false); err != nil {
 		return err
 	}

@@ -122,6 +122,14 @@ func (r *ring) publish(head uint64) {
 	}
 }
 
+// wakeConsumer wakes a consumer sleeping for data.
+func (r *ring) wakeConsumer() {
+	if atomic.LoadUint32(r.consWaiting) != 0 {
+		atomic.AddUint32(r.dataSeq, 1)
+		futexWake(r.dataSeq)
+	}
+}
+
 // release hands everything before tail back to the producer.
 func (r *ring) release(tail uint64) {
 	atomic.StoreUint64(r.tail, tail)

@@ -169,11 +169,10 @@ func prefault(mem []byte) {
 	for i, step := 0, os.Getpagesize(); i < len(mem); i += step {
 		x += mem[i]
 	}
-	prefaultSink = x
+	prefaultSink.Add(uint32(x)) // keeps the reads from being optimised away
 }
 
-// prefaultSink keeps prefault's reads from being optimised away.
-var prefaultSink byte
+var prefaultSink atomic.Uint32
 
 // allocate reserves size bytes for fd, falling back to ftruncate only where the file
 // system cannot preallocate.
