@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -90,10 +91,14 @@ func loadLibrary(path string) (*Lib, error) {
 		return nil, fmt.Errorf("nccl: %w", err)
 	}
 	l := &Lib{lib: lib, f: f}
+	runtime.LockOSThread() // the failing call and its ncclGetLastError on one thread (err)
 	v, r := l.cVersion()
 	if r != Success {
-		return nil, l.err("ncclGetVersion", r, 0)
+		err := l.err("ncclGetVersion", r, 0)
+		runtime.UnlockOSThread()
+		return nil, err
 	}
+	runtime.UnlockOSThread()
 	if v < minVersion {
 		return nil, fmt.Errorf("nccl: %w: %s is NCCL %s; goccl needs >= %s (ncclSend/ncclRecv)",
 			transport.ErrNotSupported, lib.Path(), VersionString(v), VersionString(minVersion))
@@ -113,15 +118,29 @@ func (l *Lib) HasConfig() bool { return l.f.initRankConfig != 0 }
 
 // UniqueID creates a new ncclUniqueId (rank 0 does this and shares it).
 func (l *Lib) UniqueID() (UniqueID, error) {
+	runtime.LockOSThread() // see err
+	defer runtime.UnlockOSThread()
 	id, r := l.cUniqueID()
 	return id, l.err("ncclGetUniqueId", r, 0)
 }
 
+// err is the error for result r of call, with ncclGetLastError's detail. NCCL keeps
+// that detail per OS thread, so err must run on the thread that made the failing call:
+// its callers lock the goroutine to its thread from the call to here (a goroutine that
+// moved in between read another thread's detail, or none).
 func (l *Lib) err(call string, r Result, comm uintptr) error {
 	if r == Success {
 		return nil
 	}
-	return &Error{Call: call, Code: r, Text: l.cErrString(r), Last: l.cLastError(comm)}
+	return l.errWith(call, r, l.cLastError(comm))
+}
+
+// errWith is err with the detail already read (on the calling thread) as last.
+func (l *Lib) errWith(call string, r Result, last string) error {
+	if r == Success {
+		return nil
+	}
+	return &Error{Call: call, Code: r, Text: l.cErrString(r), Last: last}
 }
 
 func (l *Lib) fnFor(kind int) uintptr {
@@ -192,11 +211,18 @@ func (l *Lib) newComm(ctx context.Context, dev cuda.Device, size, rank int, id U
 		h      uintptr
 		r      Result
 		sdFail bool
+		last   string // ncclGetLastError on the init's own thread, when it failed
 	}
 	done := make(chan initResult, 1)
 	go func() {
-		h, r, sdFail := l.cInit(rt.SetDeviceFunc(), dev.Ordinal(), size, id, rank, cp)
-		done <- initResult{h, r, sdFail}
+		runtime.LockOSThread() // see err
+		defer runtime.UnlockOSThread()
+		res := initResult{}
+		res.h, res.r, res.sdFail = l.cInit(rt.SetDeviceFunc(), dev.Ordinal(), size, id, rank, cp)
+		if res.r != Success && res.r != InProgress && !res.sdFail {
+			res.last = l.cLastError(res.h)
+		}
+		done <- res
 	}()
 	var res initResult
 	select {
@@ -221,11 +247,17 @@ func (l *Lib) newComm(ctx context.Context, dev cuda.Device, size, rank int, id U
 	}
 	c := &comm{l: l, h: h, dev: dev, rank: rank, size: size, abortReq: make(chan struct{}),
 		blocking: cp == nil || cfg.Blocking != 0}
+	last := res.last
 	if r == InProgress {
+		runtime.LockOSThread() // see err
 		r = c.settle(ctx)
+		if r != Success {
+			last = l.cLastError(h)
+		}
+		runtime.UnlockOSThread()
 	}
 	if r != Success {
-		var err error = l.err(call, r, h)
+		var err error = l.errWith(call, r, last)
 		if r == InProgress { // ctx ended while NCCL was still connecting
 			err = fmt.Errorf("nccl: %s did not finish: %w", call, ctxErr(ctx))
 		}
@@ -273,6 +305,8 @@ var errAborted = errors.New("communicator aborted")
 func (c *comm) run(ctx context.Context, what string, ops []groupOp) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	runtime.LockOSThread() // the group, its settling and the errors' details on one thread (see err)
+	defer runtime.UnlockOSThread()
 	if c.dead != nil {
 		return c.dead
 	}
