@@ -32,8 +32,8 @@ func windowName(commID string, index, rank int) string {
 
 // CreateWindow creates and maps this rank's part of allocation index: n bytes, every
 // page allocated and touched (a window is as fast on its first use as later, see
-// prefault, and a full directory fails here, not with SIGBUS later). Peers map it with OpenWindow; the creator removes
-// the name with Unlink once they have.
+// prefault, and a full directory fails here, not with SIGBUS later). Peers map it with
+// OpenWindow; the creator removes the name with Unlink once they have.
 func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if dir == "" {
 		dir = defaultDir
