@@ -45,13 +45,7 @@ go build -o bench/bin/membw ./bench/membw || exit 1
 echo "== two-thread copy bandwidth (the memory bound)" >&2
 bench/bin/membw > "$OUT/membw.txt" || exit 1
 
-# Open MPI's MPI_Allreduce mallocs a temporary buffer as large as the message on every
-# call; glibc serves one of 64 MiB with a fresh mmap and unmaps it on free, so every call
-# pays a page fault per 4 KiB, which costs about 11 us in the Firecracker guests these
-# benchmarks run in (vader 0.23 GB/s at 64 MiB and 2 ranks instead of 1.37 with the
-# setting below; BENCHMARKS.md, "Speed", 22). Telling glibc to keep freed memory
-# (mmap_max=0, trim_threshold 4 GiB) measures the peer at its best on such a host.
-PEER_MALLOC=(-x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296)
+. bench/peer_env.sh # PEER_MALLOC: Open MPI measured at its best
 MPIRUN=(timeout 900 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none "${PEER_MALLOC[@]}")
 for np in 2 4; do
   for r in small large; do

@@ -111,11 +111,10 @@ func commHash(commID string) uint64 {
 // blocks are allocated up front, so a full directory fails here and not later with
 // SIGBUS on first touch.
 func createSegment(dir, name string, ringBytes int, commID string, lo, hi int) (*segment, error) {
-	mem, path, err := createMapped(dir, name, "segment", segmentSize(ringBytes), unix.MAP_POPULATE)
+	mem, path, err := createMapped(dir, name, "segment", segmentSize(ringBytes))
 	if err != nil {
 		return nil, err
 	}
-	prefault(mem)
 	s := &segment{mem: mem, path: path, creator: true, ring: ringBytes}
 	*s.u32(hVersion) = segVersion
 	*s.u32(hHeader) = headerBytes
@@ -131,10 +130,10 @@ func createSegment(dir, name string, ringBytes int, commID string, lo, hi int) (
 }
 
 // createMapped creates file name in dir (what names it in errors), reserves size bytes
-// and maps them read-write and shared, with extra mmap flags. A leftover of a crashed
-// run with the same communicator id is replaced: no live rank can own it, because this
-// rank is the only creator of its names. On error nothing is left.
-func createMapped(dir, name, what string, size, flags int) ([]byte, string, error) {
+// and maps them read-write and shared, every page touched (prefault). A leftover of a
+// crashed run with the same communicator id is replaced: no live rank can own it,
+// because this rank is the only creator of its names. On error nothing is left.
+func createMapped(dir, name, what string, size int) ([]byte, string, error) {
 	path := filepath.Join(dir, name)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EEXIST) {
@@ -149,11 +148,12 @@ func createMapped(dir, name, what string, size, flags int) ([]byte, string, erro
 		_ = unix.Unlink(path)
 		return nil, "", fmt.Errorf("shm: create %s %s: %w", what, path, err)
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|flags)
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		_ = unix.Unlink(path)
 		return nil, "", fmt.Errorf("shm: map %s %s (%d bytes): %w", what, path, size, err)
 	}
+	prefault(mem)
 	return mem, path, nil
 }
 
@@ -163,7 +163,7 @@ func createMapped(dir, name, what string, size, flags int) ([]byte, string, erro
 // page costing about 5 us, once per page and process; unpaid, that is 0.3 us more
 // on each of the first 65536 small messages through a 4 MiB ring, the first 40-90
 // ms of a job (BENCHMARKS.md, "Speed", 22). Paid here it is 10-12 ms per 8 MiB
-// segment at Init, and on a host without the cost about 20 us.
+// segment at Init, and where pages are backed already 25-50 us (a second read).
 func prefault(mem []byte) {
 	var x byte
 	for i, step := 0, os.Getpagesize(); i < len(mem); i += step {

@@ -41,11 +41,10 @@ func CreateWindow(dir, commID string, index, rank, n int) (*Window, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("shm: %w: a window of %d bytes (want at least 1)", transport.ErrInvalid, n)
 	}
-	mem, path, err := createMapped(dir, windowName(commID, index, rank), "window", pageRound(n), unix.MAP_POPULATE)
+	mem, path, err := createMapped(dir, windowName(commID, index, rank), "window", pageRound(n))
 	if err != nil {
 		return nil, err
 	}
-	prefault(mem)
 	return &Window{mem: mem, n: n, path: path}, nil
 }
 
