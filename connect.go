@@ -9,6 +9,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/internal/tune"
+	"github.com/goccl/goccl/shm"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -156,11 +157,29 @@ func (c *Comm) findOffloader() transport.Offloader {
 // (BENCHMARKS.md, "tcp").
 const tcpChunkBytes = 2 << 20
 
+// linksStream reports whether this rank has shm links and every one of them streams
+// its payloads (shm.Options.Streams).
+func (c *Comm) linksStream() bool {
+	some := false
+	for p, l := range c.links {
+		if p == c.rank || c.linkNames[p] != "shm" {
+			continue
+		}
+		s, ok := unwrapConn(l).(interface{ Streams() bool })
+		if !ok || !s.Streams() {
+			return false
+		}
+		some = true
+	}
+	return some
+}
+
 // agreeEager makes every rank assume the same eager size (transport.Eager), the smallest
 // that any link of any rank promises, and the same pipelining unit. Algorithms choose
 // which messages to send by both, so ranks must not differ. The same call settles
 // whether every rank can have a staging area (algos/staged), which auto's choice of
-// that algorithm depends on. It is one AllReduce(min)
+// that algorithm depends on, and whether every rank's shm links stream, which the
+// staged ranges depend on (shm.StagedMinFor). It is one AllReduce(min)
 // with sequence number 0, which no user operation has, run before Init returns.
 func (c *Comm) agreeEager(ctx context.Context) error {
 	c.chunk = c.cfg.ChunkBytes
@@ -180,9 +199,13 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 	if c.canStage() {
 		stage = 1
 	}
-	v := []int64{int64(c.localEager), chunk, stage}
+	streams := int64(0) // whether this rank's shm links, if any, all stream their payloads
+	if c.linksStream() {
+		streams = 1
+	}
+	v := []int64{int64(c.localEager), chunk, stage, streams}
 	b := HostSlice(v)
-	k := call{kind: KindAllReduce, send: b, recv: b, count: 3, dt: Int64, op: Min, root: -1}
+	k := call{kind: KindAllReduce, send: b, recv: b, count: len(v), dt: Int64, op: Min, root: -1}
 	c.execMu.Lock()
 	err := c.doCollective(ctx, &Work{}, &k, transport.Header{Seq: 0, Fp: k.fingerprint()})
 	c.execMu.Unlock()
@@ -190,7 +213,10 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 		return fmt.Errorf("goccl: rank %d: agreeing on the eager message size at init: %w", c.rank, err)
 	}
 	c.eager = max(int(v[0]), algos.EagerBytes)
-	c.stageable = v[2] == 1
+	c.stageable, c.streams = v[2] == 1, v[3] == 1
+	if c.stagedMin == 0 { // unset, and no tune file's range either
+		c.stagedMin = shm.StagedMinFor(c.size, c.streams)
+	}
 	if c.cfg.ChunkBytes == 0 {
 		c.chunk = int(v[1])
 	}

@@ -163,9 +163,8 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		if c.directMin == 0 {
 			c.directMin = shm.DirectMinFor(cfg.WorldSize)
 		}
-		if c.stagedMin == 0 {
-			c.stagedMin = shm.StagedMinFor(cfg.WorldSize)
-		}
+		// An unset stagedMin (0) gets its default once the ranks have agreed whether
+		// their links stream (agreeEager).
 		if c.stagedMax == 0 {
 			c.stagedMax = math.MaxInt
 		}

@@ -47,6 +47,17 @@ func (c *Comm) observe(peer int, l transport.Conn) transport.Conn {
 	return o
 }
 
+// unwrapConn is the transport's own link under what observe wrapped it in.
+func unwrapConn(l transport.Conn) transport.Conn {
+	switch o := l.(type) {
+	case *obsConn:
+		return o.Conn
+	case *obsStreamConn:
+		return o.Conn
+	}
+	return l
+}
+
 // monoEpoch anchors monoNow and clockNow; epochNano is the runtime's monotonic clock at
 // that moment.
 var monoEpoch, epochNano = time.Now(), nanotime()

@@ -144,9 +144,9 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 	case (kind != KindAllReduce || bytes > algos.SmallExchangeMax) && c.stagedFirst(kind, bytes): // as doCollective decides
 		switch kind {
 		case KindBroadcast:
-			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.StagedBroadcastMinFor(%d) = %d bytes, every link shm; else %s)", c.size, shm.StagedBroadcastMinFor(c.size), why)
+			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers of at least shm.StagedBroadcastMinFor(%d) = %d bytes, every link shm; else %s)", c.size, shm.StagedBroadcastMinFor(c.size, c.streams), why)
 		case KindAllGather, KindReduceScatter:
-			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers, every link shm, shm.StagedGatherFor(%d ranks, %d bytes); else %s)", c.size, bytes, why)
+			return staged.Name, fmt.Sprintf("staged (auto: ordinary buffers, every link shm, shm.StagedGatherFor(%d ranks, %d bytes, stream %t); else %s)", c.size, bytes, c.streams, why)
 		}
 		bound := ""
 		if c.stagedMax < math.MaxInt {

@@ -185,11 +185,11 @@ func (c *Comm) stagedFirst(kind Kind, bytes int) bool {
 			return false
 		}
 	case KindAllGather, KindReduceScatter:
-		if !shm.StagedGatherFor(c.size, bytes) {
+		if !shm.StagedGatherFor(c.size, bytes, c.streams) {
 			return false
 		}
 	case KindBroadcast:
-		if bytes < shm.StagedBroadcastMinFor(c.size) {
+		if bytes < shm.StagedBroadcastMinFor(c.size, c.streams) {
 			return false
 		}
 	default:

@@ -32,12 +32,17 @@ func stagedAllReduce(t *testing.T, comms []*goccl.Comm, count int) {
 // TestStagedAllReduce: goroutine ranks over real shm windows; ordinary buffers of 1 to
 // 256K+3 elements (odd, not divisible by the world) go through the staging area from
 // shm.staged_min, with a 4 KiB part (windows of 2 KiB: many per call, the last one short)
-// and with the default part; below shm.staged_min, and with it off, they do not.
+// and with the default part; below shm.staged_min, and with it off, they do not. The
+// default shm.staged_min depends on whether the links stream (shm.StagedMinFor: never
+// at 2 ranks when they do), so the default runs with shm.stream_stores both ways.
 func TestStagedAllReduce(t *testing.T) {
 	for _, w := range []int{2, 3, 4} {
-		for _, tc := range []struct{ min, part string }{{"0", "4K"}, {"0", ""}, {"", ""}, {"off", ""}} {
-			t.Run(fmt.Sprintf("w%d/min=%q/part=%q", w, tc.min, tc.part), func(t *testing.T) {
-				opts := []goccl.Option{goccl.WithTransport("shm")}
+		for _, tc := range []struct {
+			min, part string
+			stream    bool
+		}{{"0", "4K", false}, {"0", "", false}, {"", "", false}, {"", "", true}, {"off", "", false}} {
+			t.Run(fmt.Sprintf("w%d/min=%q/part=%q/stream=%v", w, tc.min, tc.part, tc.stream), func(t *testing.T) {
+				opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithParam("shm.stream_stores", fmt.Sprint(tc.stream))}
 				if tc.min != "" {
 					opts = append(opts, goccl.WithParam("shm.staged_min", tc.min))
 				}
@@ -48,7 +53,7 @@ func TestStagedAllReduce(t *testing.T) {
 				want := uint64(0)
 				for _, count := range []int{1, 7, 13, 1000, 1<<18 + 3} {
 					stagedAllReduce(t, comms, count)
-					staged := tc.min == "0" && 4*count > 1<<10 || tc.min == "" && 4*count >= shm.StagedMinFor(w)
+					staged := tc.min == "0" && 4*count > 1<<10 || tc.min == "" && 4*count >= shm.StagedMinFor(w, tc.stream)
 					if staged {
 						want += 6 // three ops, in and out of place
 					}
@@ -154,7 +159,8 @@ func TestStagedLeavesNothing(t *testing.T) {
 // where auto stages, at both ends (counted calls, checked values); shm.staged_min or
 // shm.staged_max in the config wins over the file, and a range that is off keeps
 // AllReduce out of the area. The range is AllReduce's alone: AllGather and ReduceScatter
-// of 1000-element blocks are staged in every case.
+// of 1000-element blocks are staged in every case. The links do not stream, so that
+// the default range is the same on every host (shm.StagedMinFor).
 func TestStagedRangeFromTuneFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, rs ...tune.StagedRange) string {
@@ -175,13 +181,13 @@ func TestStagedRangeFromTuneFile(t *testing.T) {
 	}{
 		{"file", 2, nil, func(b int) bool { return b >= 16<<10 && b <= 64<<10 }},
 		{"config min wins", 2, map[string]string{"shm.staged_min": "4K"}, func(b int) bool { return b >= 4<<10 }},
-		{"config max wins", 2, map[string]string{"shm.staged_max": "512K"}, func(b int) bool { return b >= shm.StagedMinFor(2) && b <= 512<<10 }},
+		{"config max wins", 2, map[string]string{"shm.staged_max": "512K"}, func(b int) bool { return b >= shm.StagedMinFor(2, false) && b <= 512<<10 }},
 		{"file off", 3, nil, func(int) bool { return false }},
-		{"not in file", 4, nil, func(b int) bool { return b >= shm.StagedMinFor(4) }},
+		{"not in file", 4, nil, func(b int) bool { return b >= shm.StagedMinFor(4, false) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithTuneFile(file)}
+			opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithTuneFile(file), goccl.WithParam("shm.stream_stores", "false")}
 			for k, v := range tc.params {
 				opts = append(opts, goccl.WithParam(k, v))
 			}
@@ -278,16 +284,19 @@ func gatherScatter(t *testing.T, comms []*goccl.Comm, count int) {
 
 // TestStagedGatherScatter: auto runs AllGather and ReduceScatter of ordinary buffers
 // through the staging area at every non-empty size from 3 ranks and at 2 up to 64 KiB
-// and from 8 MiB (shm.StagedGatherFor; sizes counted as nccl-tests' size column: the
-// whole world's data), whatever shm.staged_min says (it bounds AllReduce), and never
-// with it "off" (no area); named in the config, staged runs them at every size. Blocks
-// of 0 to 1<<20+1 elements (odd; windows ending mid-block with the 4 KiB part), values
-// checked on every rank, and Comm.Algo says what ran.
+// and, unless the links stream, from 8 MiB (shm.StagedGatherFor; sizes counted as
+// nccl-tests' size column: the whole world's data), whatever shm.staged_min says (it
+// bounds AllReduce), and never with it "off" (no area); named in the config, staged runs
+// them at every size. Blocks of 0 to 1<<20+1 elements (odd; windows ending mid-block
+// with the 4 KiB part), values checked on every rank, and Comm.Algo says what ran.
 func TestStagedGatherScatter(t *testing.T) {
 	for _, w := range []int{2, 3, 4} {
-		for _, tc := range []struct{ min, part, algo string }{{"0", "4K", ""}, {"", "", ""}, {"", "", "staged"}, {"off", "", ""}} {
-			t.Run(fmt.Sprintf("w%d/min=%q/part=%q/algo=%q", w, tc.min, tc.part, tc.algo), func(t *testing.T) {
-				opts := []goccl.Option{goccl.WithTransport("shm")}
+		for _, tc := range []struct {
+			min, part, algo string
+			stream          bool
+		}{{"0", "4K", "", false}, {"", "", "", false}, {"", "", "", true}, {"", "", "staged", false}, {"off", "", "", false}} {
+			t.Run(fmt.Sprintf("w%d/min=%q/part=%q/algo=%q/stream=%v", w, tc.min, tc.part, tc.algo, tc.stream), func(t *testing.T) {
+				opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithParam("shm.stream_stores", fmt.Sprint(tc.stream))}
 				if tc.min != "" {
 					opts = append(opts, goccl.WithParam("shm.staged_min", tc.min))
 				}
@@ -303,7 +312,7 @@ func TestStagedGatherScatter(t *testing.T) {
 					gatherScatter(t, comms, count)
 					bytes := 4 * count * w
 					staged := tc.algo == "staged" && tc.min != "off" ||
-						tc.min != "off" && bytes > 0 && (w > 2 || bytes <= 64<<10 || bytes >= 8<<20)
+						tc.min != "off" && bytes > 0 && (w > 2 || bytes <= 64<<10 || !tc.stream && bytes >= 8<<20)
 					if staged {
 						want += 6 // allgather, reducescatter sum and avg; in and out of place
 					}
@@ -323,18 +332,19 @@ func TestStagedGatherScatter(t *testing.T) {
 // TestStagedBroadcast: auto broadcasts ordinary buffers through the staging area from
 // shm.StagedBroadcastMinFor (16 MiB at 2 ranks, 8 MiB from 3) and not below it, from the first and the last rank,
 // in place (the root's send is its recv) and not; every element is checked on every
-// rank. Named in the config, staged broadcasts at every size.
+// rank. Named in the config, staged broadcasts at every size. The links do not stream
+// (with them streaming, auto never stages at 2 ranks: TestStagedBroadcastStreaming).
 func TestStagedBroadcast(t *testing.T) {
 	for _, w := range []int{2, 3, 4} {
 		for _, algo := range []string{"", "staged"} {
 			t.Run(fmt.Sprintf("w%d/algo=%q", w, algo), func(t *testing.T) {
-				opts := []goccl.Option{goccl.WithTransport("shm")}
+				opts := []goccl.Option{goccl.WithTransport("shm"), goccl.WithParam("shm.stream_stores", "false")}
 				if algo != "" {
 					opts = append(opts, goccl.WithAlgo(algo))
 				}
 				comms := local(t, w, opts...)
 				want := uint64(0)
-				least := shm.StagedBroadcastMinFor(w)
+				least := shm.StagedBroadcastMinFor(w, false)
 				for _, count := range []int{1, 1001, least/4 - 1, least/4 + 1} { // float32 elements: just below and above it
 					for _, root := range []int{0, w - 1} {
 						errs := runRanks(comms, func(c *goccl.Comm) error {
@@ -377,6 +387,21 @@ func TestStagedBroadcast(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestStagedBroadcastStreaming: with streaming links, auto broadcasts through the staging
+// area from 8 MiB at 3 ranks and never at 2 (shm.StagedBroadcastMinFor), and a 2-rank
+// AllReduce never stages (shm.StagedMinFor); as Comm.Algo says.
+func TestStagedBroadcastStreaming(t *testing.T) {
+	for _, w := range []int{2, 3} {
+		comms := local(t, w, goccl.WithTransport("shm"), goccl.WithParam("shm.stream_stores", "true"))
+		for _, bytes := range []int{1 << 10, 8<<20 - 4, 8 << 20, 64 << 20, 1 << 30} {
+			name, why := comms[0].Algo(goccl.KindBroadcast, bytes)
+			require.Equal(t, w > 2 && bytes >= 8<<20, name == "staged", "%d ranks, broadcast of %d bytes: %s (%s)", w, bytes, name, why)
+			name, why = comms[0].Algo(goccl.KindAllReduce, bytes)
+			require.Equal(t, w > 2 && bytes >= 256<<10, name == "staged", "%d ranks, allreduce of %d bytes: %s (%s)", w, bytes, name, why)
 		}
 	}
 }

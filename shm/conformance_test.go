@@ -11,14 +11,14 @@ import (
 	"github.com/goccl/goccl/transport/transporttest"
 )
 
-// TestConformance holds shm to the transport contract, once through the ring only and
-// once with single-copy for everything but tiny messages.
+// TestConformance holds shm to the transport contract, through the ring only (its
+// payloads streamed in) and with single-copy for everything but tiny messages.
 func TestConformance(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		params transport.Params
 	}{
-		{"ring", transport.Params{"shm.single_copy": "false", "shm.ring_bytes": "256K", "shm.chunk_bytes": "16K"}},
+		{"ring", transport.Params{"shm.single_copy": "false", "shm.stream_stores": "true", "shm.ring_bytes": "256K", "shm.chunk_bytes": "16K"}},
 		{"singlecopy", transport.Params{"shm.single_copy": "true", "shm.single_copy_min": "17"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -72,8 +72,8 @@ func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn 
 	c.attached.Store(!seg.creator)
 	c.samePid = pid == os.Getpid()
 	e.links.Add(1)
-	c.desc = fmt.Sprintf("shm rank %d <-> rank %d (pid %d) via %s, rings 2x%d KiB, chunk %d KiB, single-copy %s from %d B",
-		c.self, c.peer, pid, seg.path, seg.ring>>10, e.opts.ChunkBytes>>10, e.opts.SingleCopy, e.opts.SingleCopyMin)
+	c.desc = fmt.Sprintf("shm rank %d <-> rank %d (pid %d) via %s, rings 2x%d KiB, chunk %d KiB, single-copy %s from %d B, stream stores %s",
+		c.self, c.peer, pid, seg.path, seg.ring>>10, e.opts.ChunkBytes>>10, e.opts.SingleCopy, e.opts.SingleCopyMin, e.opts.StreamStores)
 	return c
 }
 
@@ -93,6 +93,10 @@ func (c *conn) EagerBytes() int {
 
 // Describe says which segment and settings the link uses.
 func (c *conn) Describe() string { return c.desc }
+
+// Streams reports whether Send copies payloads into the ring with non-temporal stores
+// (Options.Streams).
+func (c *conn) Streams() bool { return c.opts.Streams(int(c.links.Load()), c.samePid) }
 
 // Send copies payload into the ring chunk by chunk, publishing each chunk as soon as it
 // is written; a payload of SingleCopyMin bytes or more is instead read by the receiver
@@ -143,6 +147,7 @@ func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []by
 		return c.opErr("send to", err)
 	}
 	c.out.putRecord(c.head, &rec, kindData)
+	stream := c.Streams()
 	for off := uint64(0); off < padded; {
 		want := min(chunk, padded-off)
 		if err := c.waitSpace(ctx, pending+want); err != nil {
@@ -152,7 +157,7 @@ func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []by
 			return c.fail(c.opErr("send to", err))
 		}
 		if end := min(off+want, uint64(n)); end > off {
-			c.out.put(c.head+pending, payload[off:end])
+			c.out.put(c.head+pending, payload[off:end], stream)
 		}
 		off += want
 		c.head += pending + want

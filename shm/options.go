@@ -13,30 +13,42 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// SingleCopy says when a large message skips the ring and is read by the receiver
-// straight out of the sender's memory (process_vm_readv).
-type SingleCopy uint8
+// Switch is a setting that is on, off, or left to the transport (auto).
+type Switch uint8
 
 const (
-	// SingleCopyAuto uses single-copy for messages of at least SingleCopyMin bytes and
-	// falls back to the ring, for the rest of the link's life, when the kernel refuses it.
-	SingleCopyAuto SingleCopy = iota
-	// SingleCopyOff always copies through the ring.
-	SingleCopyOff
-	// SingleCopyOn is SingleCopyAuto, except that a refusal by the kernel is an error
-	// instead of a silent fallback (for tests and for users who want to know).
-	SingleCopyOn
+	// SwitchAuto leaves it to the transport.
+	SwitchAuto Switch = iota
+	// SwitchOff is off.
+	SwitchOff
+	// SwitchOn is on.
+	SwitchOn
 )
 
-func (m SingleCopy) String() string {
-	switch m {
-	case SingleCopyOff:
+func (s Switch) String() string {
+	switch s {
+	case SwitchOff:
 		return "false"
-	case SingleCopyOn:
+	case SwitchOn:
 		return "true"
 	}
 	return "auto"
 }
+
+// SingleCopy says when a large message skips the ring and is read by the receiver
+// straight out of the sender's memory (process_vm_readv).
+type SingleCopy = Switch
+
+const (
+	// SingleCopyAuto uses single-copy for messages of at least SingleCopyMin bytes and
+	// falls back to the ring, for the rest of the link's life, when the kernel refuses it.
+	SingleCopyAuto = SwitchAuto
+	// SingleCopyOff always copies through the ring.
+	SingleCopyOff = SwitchOff
+	// SingleCopyOn is SingleCopyAuto, except that a refusal by the kernel is an error
+	// instead of a silent fallback (for tests and for users who want to know).
+	SingleCopyOn = SwitchOn
+)
 
 // Options are the shm transport's settings. They come from transport.Params keys
 // "shm.<name>" (see ParseOptions); the zero value of a field means its default.
@@ -90,6 +102,12 @@ type Options struct {
 	// windows of half that, used in turn. Unset (0), the communicator picks by its size
 	// (StagingBytesFor).
 	StagingBytes int
+	// StreamStores is "shm.stream_stores": auto (default), true or false. True copies a
+	// payload into the ring with non-temporal stores, which send its lines to memory
+	// instead of leaving them dirty in the sender's cache, where the receiver on
+	// another core would have to fetch them one by one. Auto does so while ranks do not
+	// outnumber the CPUs (Options.Streams).
+	StreamStores Switch
 	// LocalRanks is the number of ranks on this host ("shm.local_ranks", default the
 	// "local_world_size" the communicator passes, else the number of shm links + 1).
 	// When ranks outnumber the cores, waiting ranks yield the CPU while they spin.
@@ -117,7 +135,7 @@ const (
 
 // paramKeys lists every key ParseOptions understands, for error messages.
 var paramKeys = []string{"shm.dir", "shm.ring_bytes", "shm.chunk_bytes", "shm.single_copy",
-	"shm.single_copy_min", "shm.spin", "shm.local_ranks", "shm.direct_min", "shm.staged_min", "shm.staged_max", "shm.staging_bytes"}
+	"shm.single_copy_min", "shm.stream_stores", "shm.spin", "shm.local_ranks", "shm.direct_min", "shm.staged_min", "shm.staged_max", "shm.staging_bytes"}
 
 // ParseOptions reads the "shm.*" keys of p (other keys are left to other transports) and
 // fills in defaults. A malformed value or an unknown "shm." key is an error that names
@@ -143,16 +161,9 @@ func ParseOptions(p transport.Params) (Options, error) {
 		case "shm.chunk_bytes":
 			o.ChunkBytes, err = transport.ParseBytes(v)
 		case "shm.single_copy":
-			switch strings.ToLower(v) {
-			case "auto", "":
-				o.SingleCopy = SingleCopyAuto
-			case "true", "on", "1", "yes":
-				o.SingleCopy = SingleCopyOn
-			case "false", "off", "0", "no":
-				o.SingleCopy = SingleCopyOff
-			default:
-				err = fmt.Errorf("want auto, true or false")
-			}
+			o.SingleCopy, err = parseSwitch(v)
+		case "shm.stream_stores":
+			o.StreamStores, err = parseSwitch(v)
 		case "shm.single_copy_min":
 			o.SingleCopyMin, err = transport.ParseBytes(v)
 			if err == nil && o.SingleCopyMin == 0 {
@@ -230,6 +241,19 @@ func ParseOptions(p transport.Params) (Options, error) {
 	return o.withDefaults()
 }
 
+// parseSwitch reads auto, true or false (and on/off, 1/0, yes/no).
+func parseSwitch(v string) (Switch, error) {
+	switch strings.ToLower(v) {
+	case "auto", "":
+		return SwitchAuto, nil
+	case "true", "on", "1", "yes":
+		return SwitchOn, nil
+	case "false", "off", "0", "no":
+		return SwitchOff, nil
+	}
+	return SwitchAuto, fmt.Errorf("want auto, true or false")
+}
+
 // withDefaults fills unset fields and checks the combination.
 func (o Options) withDefaults() (Options, error) {
 	if o.Dir == "" {
@@ -290,6 +314,26 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 	return n > runtime.NumCPU()
 }
 
+// Streams reports whether payloads go into the ring with non-temporal stores, for a
+// rank with links shm links (a lower bound on the local ranks) whose peers are
+// goroutines of this process when samePid. Auto streams while ranks do not outnumber
+// the CPUs: then the receiver runs on another core at the same time, and on the 2-core
+// development VM a line it reads from memory came 2-3x faster than one still dirty in
+// the sender's cache (one-way 64 KiB-16 MiB: 19-25 GB/s streamed against 7-8; a 2-rank
+// ring AllReduce 1.4-2.5x faster; BENCHMARKS.md, "Speed", 23). When ranks share cores
+// the receiver often runs where the sender ran, and finds the lines in the cache that
+// streaming would have emptied (3 and 4 ranks on 2 cores: up to 1.45x slower
+// streamed).
+func (o Options) Streams(links int, samePid bool) bool {
+	switch o.StreamStores {
+	case SwitchOn:
+		return true
+	case SwitchOff:
+		return false
+	}
+	return !o.oversubscribed(links, samePid)
+}
+
 // StagedMinFor is shm.staged_min's default for a communicator of world ranks, measured
 // on the 2-core development VM with bench/auto.sh, whose sweeps move the buffers from call
 // to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its AMD host,
@@ -302,8 +346,15 @@ func (o Options) oversubscribed(links int, samePid bool) bool {
 // 1.14-1.69x faster than this default's pick at 32-128 KiB at 3 ranks and 16-64 KiB at 4
 // ("Speed", 19 and 20). Where a host differs, `goccl tune` measures the range (a tune
 // file's staged range replaces this default), or set shm.staged_min and shm.staged_max.
-func StagedMinFor(world int) int {
-	if world == 3 {
+//
+// stream says that every rank's links stream their payloads (Options.Streams). At 2
+// ranks the ring is then faster at every size from 32 KiB (1.3-2x: BENCHMARKS.md,
+// "Speed", 23), and auto never stages an AllReduce (math.MaxInt).
+func StagedMinFor(world int, stream bool) int {
+	switch {
+	case world == 2 && stream:
+		return math.MaxInt
+	case world == 3:
 		return 256 << 10
 	}
 	return 128 << 10
@@ -325,11 +376,14 @@ func StagedMinFor(world int) int {
 // 1.02-2.78x its time). At 2 ranks the two move the same bytes, and the ring took
 // 0.90-1.65x staged's time up to 64 KiB, 0.82-1.15x from 128 KiB to 4 MiB and 0.94-1.21x
 // from 8 MiB; this choice was within 10 % of the faster at 22 of the 23 sizes of each.
-func StagedGatherFor(world, bytes int) bool {
+//
+// With stream (see StagedMinFor) the ring is faster from 256 KiB at 2 ranks (1.3-2x up
+// to 4 MiB, and at 8 MiB and up too: "Speed", 23), so only the sizes up to 64 KiB stage.
+func StagedGatherFor(world, bytes int, stream bool) bool {
 	if bytes < 1 || world < 2 {
 		return false
 	}
-	return world > 2 || bytes <= 64<<10 || bytes >= 8<<20
+	return world > 2 || bytes <= 64<<10 || !stream && bytes >= 8<<20
 }
 
 // StagedBroadcastMinFor is the smallest Broadcast that auto runs through the
@@ -342,8 +396,14 @@ func StagedGatherFor(world, bytes int) bool {
 // fastest from 16 MiB at 2 ranks (the ring 1.11-1.32x slower) and from 8 MiB at 3 and 4
 // (the ring 1.59-2.74x slower), and 1.1-2.6x slower than the fastest at 1-4 MiB but at 4
 // ranks and 4 MiB.
-func StagedBroadcastMinFor(world int) int {
-	if world == 2 {
+//
+// With stream (see StagedMinFor) the ring is faster at 2 ranks at every size measured,
+// to 64 MiB ("Speed", 23), and a 2-rank Broadcast never stages (math.MaxInt).
+func StagedBroadcastMinFor(world int, stream bool) int {
+	switch {
+	case world == 2 && stream:
+		return math.MaxInt
+	case world == 2:
 		return 16 << 20
 	}
 	return 8 << 20

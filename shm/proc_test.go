@@ -270,7 +270,8 @@ func TestProcStress(t *testing.T) {
 		name string
 		m    transport.Params
 	}{
-		{"small ring", transport.Params{"shm.single_copy": "false", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
+		{"small ring", transport.Params{"shm.single_copy": "false", "shm.stream_stores": "false", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
+		{"small ring, streamed", transport.Params{"shm.single_copy": "false", "shm.stream_stores": "true", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
 		{"defaults without single-copy", transport.Params{"shm.single_copy": "false"}},
 		{"single-copy from 100K", transport.Params{"shm.single_copy": "true", "shm.single_copy_min": "100K", "shm.ring_bytes": "128K", "shm.chunk_bytes": "8K"}},
 	} {

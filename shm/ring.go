@@ -3,6 +3,8 @@
 package shm
 
 import (
+	"github.com/goccl/goccl/internal/streamcopy"
+
 	"sync/atomic"
 	"unsafe"
 )
@@ -83,13 +85,22 @@ func newRing(ctl, data []byte) *ring {
 // pad rounds n up to whole records.
 func pad(n int) int { return (n + recordBytes - 1) &^ (recordBytes - 1) }
 
-// put copies src into the ring at stream position pos, wrapping at the end.
-func (r *ring) put(pos uint64, src []byte) {
+// put copies src into the ring at stream position pos, wrapping at the end; with
+// stream, through non-temporal stores (Options.Streams), which are ordered before the
+// publishing store by put's own fence.
+func (r *ring) put(pos uint64, src []byte, stream bool) {
 	i := pos & r.mask
-	k := copy(r.data[i:], src)
+	k := copyStream(r.data[i:], src, stream)
 	if k < len(src) {
-		copy(r.data, src[k:])
+		copyStream(r.data, src[k:], stream)
 	}
+}
+
+func copyStream(dst, src []byte, stream bool) int {
+	if stream {
+		return streamcopy.Copy(dst, src)
+	}
+	return copy(dst, src)
 }
 
 // span returns up to n bytes at stream position pos that do not cross the ring's end.

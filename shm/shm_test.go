@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,10 @@ func TestParseOptions(t *testing.T) {
 		{transport.Params{"shm.chunk_bytes": "100"}, nil, "multiple of 64"},
 		{transport.Params{"shm.ring_bytes": "64K", "shm.chunk_bytes": "64K"}, nil, "shm.ring_bytes/2"},
 		{transport.Params{"shm.single_copy": "maybe"}, nil, "auto, true or false"},
+		{transport.Params{"shm.stream_stores": "on"}, func(o Options) bool { return o.StreamStores == SwitchOn }, ""},
+		{transport.Params{"shm.stream_stores": "False"}, func(o Options) bool { return o.StreamStores == SwitchOff }, ""},
+		{transport.Params{"shm.stream_stores": "auto"}, func(o Options) bool { return o.StreamStores == SwitchAuto }, ""},
+		{transport.Params{"shm.stream_stores": "fast"}, nil, "shm.stream_stores=\"fast\": want auto, true or false"},
 		{transport.Params{"shm.spin": "-1s"}, nil, "duration between"},
 		{transport.Params{"shm.dir": "relative"}, nil, "absolute"},
 		{transport.Params{"shm.rings": "2"}, nil, `unknown parameter "shm.rings" (valid: shm.dir`},
@@ -117,6 +122,30 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
+// TestStreams: on and off are what they say; auto streams while the local ranks (the
+// configured count, else the links + 1) do not outnumber the CPUs, and for goroutine
+// ranks of one process not GOMAXPROCS either.
+func TestStreams(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		o       Options
+		links   int
+		samePid bool
+		want    bool
+	}{
+		{Options{StreamStores: SwitchOn, LocalRanks: cpus + 1}, 1, false, true},
+		{Options{StreamStores: SwitchOff, LocalRanks: 1}, 1, false, false},
+		{Options{LocalRanks: cpus}, 1, false, true},
+		{Options{LocalRanks: cpus + 1}, 1, false, false},
+		{Options{}, cpus - 1, false, true},
+		{Options{}, cpus, false, false},
+		{Options{LocalRanks: min(cpus, runtime.GOMAXPROCS(0))}, 1, true, true},
+		{Options{LocalRanks: min(cpus, runtime.GOMAXPROCS(0)) + 1}, 1, true, false},
+	} {
+		require.Equal(t, tc.want, tc.o.Streams(tc.links, tc.samePid), "%+v, %d links, same process %v", tc.o, tc.links, tc.samePid)
+	}
+}
+
 // TestStagingDefaults: 8 MiB parts up to 4 ranks, 32 MiB over the ranks beyond, never
 // below 2 MiB; the staged thresholds by world size.
 func TestStagingDefaults(t *testing.T) {
@@ -124,10 +153,14 @@ func TestStagingDefaults(t *testing.T) {
 		require.Equal(t, want, StagingBytesFor(w), "world %d", w)
 	}
 	for w, want := range map[int]int{2: 128 << 10, 3: 256 << 10, 4: 128 << 10, 8: 128 << 10} {
-		require.Equal(t, want, StagedMinFor(w), "world %d", w)
+		require.Equal(t, want, StagedMinFor(w, false), "world %d", w)
+		if w == 2 {
+			want = math.MaxInt // streaming links: the ring at every size
+		}
+		require.Equal(t, want, StagedMinFor(w, true), "world %d, streaming", w)
 	}
 	// AllGather and ReduceScatter: every non-empty size from 3 ranks; at 2 up to 64 KiB
-	// and from 8 MiB; never alone or empty.
+	// and, unless the links stream, from 8 MiB; never alone or empty.
 	for _, tc := range []struct {
 		world, bytes int
 		want         bool
@@ -136,7 +169,16 @@ func TestStagingDefaults(t *testing.T) {
 		{2, 8<<20 - 1, false}, {2, 8 << 20, true}, {2, 1 << 30, true},
 		{3, 0, false}, {3, 1, true}, {3, 1 << 20, true}, {4, 96 << 10, true}, {8, 1 << 30, true}, {1, 1 << 20, false},
 	} {
-		require.Equal(t, tc.want, StagedGatherFor(tc.world, tc.bytes), "world %d, %d bytes", tc.world, tc.bytes)
+		require.Equal(t, tc.want, StagedGatherFor(tc.world, tc.bytes, false), "world %d, %d bytes", tc.world, tc.bytes)
+		require.Equal(t, tc.want && (tc.world > 2 || tc.bytes <= 64<<10), StagedGatherFor(tc.world, tc.bytes, true),
+			"world %d, %d bytes, streaming", tc.world, tc.bytes)
+	}
+	for w, want := range map[int]int{2: 16 << 20, 3: 8 << 20, 4: 8 << 20} {
+		require.Equal(t, want, StagedBroadcastMinFor(w, false), "world %d", w)
+		if w == 2 {
+			want = math.MaxInt
+		}
+		require.Equal(t, want, StagedBroadcastMinFor(w, true), "world %d, streaming", w)
 	}
 }
 
@@ -170,12 +212,14 @@ func TestCanConnect(t *testing.T) {
 	}
 }
 
-// modes are the two data paths every transfer test runs over.
+// modes are the data paths every transfer test runs over: the ring with payloads
+// copied in through the cache and with non-temporal stores, and single-copy.
 var modes = []struct {
 	name   string
 	params transport.Params
 }{
-	{"ring", transport.Params{"shm.single_copy": "false", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
+	{"ring", transport.Params{"shm.single_copy": "false", "shm.stream_stores": "false", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
+	{"ring/streamed", transport.Params{"shm.single_copy": "false", "shm.stream_stores": "true", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
 	{"singlecopy", transport.Params{"shm.single_copy": "true", "shm.single_copy_min": "17", "shm.ring_bytes": "64K", "shm.chunk_bytes": "4K"}},
 }
 
