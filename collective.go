@@ -67,7 +67,21 @@ func (c *Comm) collective(ctx context.Context, k call) *Work {
 
 // runCollective runs k, collective number hdr.Seq (execute numbers them).
 func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transport.Header) error {
-	err := c.doCollective(ctx, w, k, hdr)
+	var err error
+	if t := &c.streamTune; t.links != nil {
+		bytes := algos.Bytes(k.kind, k.count, k.dt, c.size)
+		if cls, on := t.before(bytes); cls != nil {
+			start := monoNow()
+			err = c.doCollective(ctx, w, k, hdr)
+			if err == nil {
+				cls.record(on, bytes, monoNow()-start)
+			}
+		} else {
+			err = c.doCollective(ctx, w, k, hdr)
+		}
+	} else {
+		err = c.doCollective(ctx, w, k, hdr)
+	}
 	if err == nil {
 		return nil
 	}

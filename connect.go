@@ -214,6 +214,7 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 	}
 	c.eager = max(int(v[0]), algos.EagerBytes)
 	c.stageable, c.streams = v[2] == 1, v[3] == 1
+	c.initStreamTuner()
 	if c.stagedMin == 0 { // unset, and no tune file's range either
 		c.stagedMin = shm.StagedMinFor(c.size, c.streams)
 	}

@@ -31,14 +31,17 @@ type conn struct {
 	side     int // 0 when this rank is the pair's lower rank
 	opts     Options
 	links    *atomic.Int32
-	watch    *pidWatch
-	peerPid  int
-	out, in  *ring
-	readv    func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error)
-	epoch    time.Time
-	desc     string
-	attached atomic.Bool // creator: the opener's pid has been checked
-	samePid  bool        // the peer is another goroutine rank of this process
+	// streamSet overrides opts' choice of non-temporal stores (SetStreams): streamPolicy,
+	// streamOn or streamOff.
+	streamSet atomic.Int32
+	watch     *pidWatch
+	peerPid   int
+	out, in   *ring
+	readv     func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error)
+	epoch     time.Time
+	desc      string
+	attached  atomic.Bool // creator: the opener's pid has been checked
+	samePid   bool        // the peer is another goroutine rank of this process
 
 	// Sender state, touched only inside Send.
 	head, tailSeen uint64
@@ -94,9 +97,34 @@ func (c *conn) EagerBytes() int {
 // Describe says which segment and settings the link uses.
 func (c *conn) Describe() string { return c.desc }
 
-// Streams reports whether Send copies payloads into the ring with non-temporal stores
-// (Options.Streams).
-func (c *conn) Streams() bool { return c.opts.Streams(int(c.links.Load()), c.samePid) }
+// Streams reports whether Send copies payloads into the ring with non-temporal stores:
+// as SetStreams last said, else Options.Streams.
+func (c *conn) Streams() bool {
+	switch c.streamSet.Load() {
+	case streamOn:
+		return true
+	case streamOff:
+		return false
+	}
+	return c.opts.Streams(int(c.links.Load()), c.samePid)
+}
+
+// SetStreams overrides Options.Streams for the link's later Sends (the communicator
+// times both ways and picks; goccl's streamtune.go). Safe to call at any time.
+func (c *conn) SetStreams(on bool) {
+	if on {
+		c.streamSet.Store(streamOn)
+	} else {
+		c.streamSet.Store(streamOff)
+	}
+}
+
+// streamSet values.
+const (
+	streamPolicy int32 = iota // Options.Streams decides
+	streamOn
+	streamOff
+)
 
 // Send copies payload into the ring chunk by chunk, publishing each chunk as soon as it
 // is written; a payload of SingleCopyMin bytes or more is instead read by the receiver

@@ -292,16 +292,24 @@ func TestCalibrateShm(t *testing.T) {
 		require.Equal(t, tune.StagedAlgo, p.Algo)
 		require.Greater(t, p.Seconds, 0.0)
 	}
-	// Staged against what auto's fitted model runs at each size, not the fastest.
+	// Staged against what auto's fitted model runs at each size, not the fastest; where
+	// the model picks an algorithm that was not timed (the fit of a few noisy samples
+	// may favour the tree somewhere), against every algorithm timed at that size.
+	timed := map[tune.Point]bool{}
+	for _, p := range res[0].Samples {
+		timed[tune.Point{Algo: p.Algo, Bytes: p.Bytes}] = true
+	}
 	var picks []tune.Point
+	sizes := map[int]bool{}
 	for _, p := range res[0].Samples {
 		a, _, err := algos.Resolve(algos.Auto, transport.KindAllReduce, p.Bytes, 2, res[0].Models["shm"])
 		require.NoError(t, err)
-		if a.Name() == p.Algo {
+		if a.Name() == p.Algo || !timed[tune.Point{Algo: a.Name(), Bytes: p.Bytes}] {
 			picks = append(picks, p)
+			sizes[p.Bytes] = true
 		}
 	}
-	require.Len(t, picks, 4, "one pick per size")
+	require.Len(t, sizes, 4, "a pick at every size")
 	require.Equal(t, tune.FitStaged(2, st.Samples, picks), st)
 	for r, c := range comms {
 		require.Positive(t, c.Stats().ByAlgo["staged"].Calls, "rank %d ran staged itself, not a fallback", r)
