@@ -67,20 +67,21 @@ func (c *Comm) collective(ctx context.Context, k call) *Work {
 
 // runCollective runs k, collective number hdr.Seq (execute numbers them).
 func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transport.Header) error {
-	var err error
-	if t := &c.streamTune; t.links != nil {
-		bytes := algos.Bytes(k.kind, k.count, k.dt, c.size)
-		if cls, on := t.before(bytes); cls != nil {
-			start := monoNow()
-			err = c.doCollective(ctx, w, k, hdr)
-			if err == nil {
-				cls.record(on, bytes, monoNow()-start)
-			}
-		} else {
-			err = c.doCollective(ctx, w, k, hdr)
+	var (
+		cls   *streamClass // the size class this call is timed in (streamtune.go); nil: not timed
+		on    bool
+		bytes int
+		start int64
+	)
+	if c.streamTune.links != nil {
+		bytes = algos.Bytes(k.kind, k.count, k.dt, c.size)
+		if cls, on = c.streamTune.before(bytes); cls != nil {
+			start = monoNow()
 		}
-	} else {
-		err = c.doCollective(ctx, w, k, hdr)
+	}
+	err := c.doCollective(ctx, w, k, hdr)
+	if cls != nil && err == nil {
+		cls.record(on, bytes, monoNow()-start)
 	}
 	if err == nil {
 		return nil
