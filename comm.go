@@ -85,6 +85,7 @@ type Comm struct {
 	staging      stagingArea // algos/staged's area; guarded by execMu
 	stageable    bool        // every rank can have a staging area (agreed at Init)
 	streams      bool        // every rank's shm links stream their payloads (shm.Options.Streams; agreed at Init)
+	streamAuto   bool        // shm.stream_stores is auto: the communicator times both ways (streamtune.go)
 	streamTune   streamTuner // which way the shm links copy, per size, by timing (streamtune.go); under execMu
 	stagedMin    int         // shm.staged_min: the smallest AllReduce that tries staged; -1 off
 	stagedMax    int         // shm.staged_max: the largest (math.MaxInt: no bound)

@@ -157,23 +157,6 @@ func (c *Comm) findOffloader() transport.Offloader {
 // (BENCHMARKS.md, "tcp").
 const tcpChunkBytes = 2 << 20
 
-// linksStream reports whether this rank has shm links and every one of them streams
-// its payloads (shm.Options.Streams).
-func (c *Comm) linksStream() bool {
-	some := false
-	for p, l := range c.links {
-		if p == c.rank || c.linkNames[p] != "shm" {
-			continue
-		}
-		s, ok := unwrapConn(l).(interface{ Streams() bool })
-		if !ok || !s.Streams() {
-			return false
-		}
-		some = true
-	}
-	return some
-}
-
 // agreeEager makes every rank assume the same eager size (transport.Eager), the smallest
 // that any link of any rank promises, and the same pipelining unit. Algorithms choose
 // which messages to send by both, so ranks must not differ. The same call settles

@@ -160,6 +160,7 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 	if o, err := shm.ParseOptions(cfg.Params); err == nil {
 		c.directMin, c.stagedMin, c.stagedMax, c.stagingBytes, c.shmDir = o.DirectMin, o.StagedMin, o.StagedMax, o.StagingBytes, o.Dir
 		c.stagedSet = o.StagedMin != 0 || o.StagedMax != 0
+		c.streamAuto = o.StreamStores == shm.SwitchAuto
 		if c.directMin == 0 {
 			c.directMin = shm.DirectMinFor(cfg.WorldSize)
 		}

@@ -1,10 +1,6 @@
 package goccl
 
-import (
-	"math/bits"
-
-	"github.com/goccl/goccl/shm"
-)
+import "math/bits"
 
 // Whether a shm link should copy payloads into its ring with non-temporal stores
 // (shm.Options.Streams) depends on where the two ranks' cores sit, and in a VM that
@@ -32,14 +28,49 @@ const streamTuneMin = 64 << 10
 // that many calls.
 const streamTryEvery = 32
 
-// streamSetter is what the shm transport's links implement (shm.Conn.SetStreams).
-type streamSetter interface{ SetStreams(on bool) }
+// streamLink is what the shm transport's links implement: whether they stream, and the
+// override the tuner sets.
+type streamLink interface {
+	Streams() bool
+	SetStreams(on bool)
+}
+
+// streamLinks returns this rank's shm links; ok is false when one of them is not a
+// streamLink.
+func (c *Comm) streamLinks() (links []streamLink, ok bool) {
+	for p, l := range c.links {
+		if p == c.rank || c.linkNames[p] != "shm" {
+			continue
+		}
+		s, ok := unwrapConn(l).(streamLink)
+		if !ok {
+			return nil, false
+		}
+		links = append(links, s)
+	}
+	return links, true
+}
+
+// linksStream reports whether this rank has shm links and every one of them streams
+// its payloads (shm.Options.Streams).
+func (c *Comm) linksStream() bool {
+	links, ok := c.streamLinks()
+	if !ok || len(links) == 0 {
+		return false
+	}
+	for _, l := range links {
+		if !l.Streams() {
+			return false
+		}
+	}
+	return true
+}
 
 // streamTuner is the communicator's; used under execMu.
 type streamTuner struct {
-	links []streamSetter // the shm links; nil: not tuning
-	def   bool           // the links' own choice (shm.Options.Streams), tried first
-	cur   bool           // the way the links are set now
+	links []streamLink // the shm links; nil: not tuning
+	def   bool         // the links' own choice (shm.Options.Streams), tried first
+	cur   bool         // the way the links are set now
 	class [64]streamClass
 }
 
@@ -49,33 +80,26 @@ type streamClass struct {
 	ns    [2]float64 // moving average of ns per byte: [0] through the cache, [1] streamed; 0 = not yet
 }
 
-func idx(on bool) int {
+// way indexes streamClass.ns.
+func way(on bool) int {
 	if on {
 		return 1
 	}
 	return 0
 }
 
-// initStreamTuner starts tuning when shm.stream_stores is auto and this rank has shm
-// links; def is what they chose themselves.
+// initStreamTuner starts tuning when shm.stream_stores is auto (streamAuto) and this
+// rank has shm links; def is what they chose themselves.
 func (c *Comm) initStreamTuner() {
-	o, err := shm.ParseOptions(c.cfg.Params)
-	if err != nil || o.StreamStores != shm.SwitchAuto {
+	if !c.streamAuto {
 		return
 	}
-	t := &c.streamTune
-	for p, l := range c.links {
-		if p == c.rank || c.linkNames[p] != "shm" {
-			continue
-		}
-		s, ok := unwrapConn(l).(streamSetter)
-		if !ok {
-			return
-		}
-		t.links = append(t.links, s)
+	links, ok := c.streamLinks()
+	if !ok || len(links) == 0 {
+		return
 	}
-	t.def = c.linksStream()
-	t.cur = t.def
+	c.streamTune = streamTuner{links: links, def: c.linksStream()}
+	c.streamTune.cur = c.streamTune.def
 }
 
 // before picks the way for a collective of bytes and sets the links to it; it returns
@@ -134,7 +158,7 @@ func (s *streamClass) record(on bool, bytes int, ns int64) {
 		return
 	}
 	x := float64(ns) / float64(bytes)
-	p, other := &s.ns[idx(on)], s.ns[idx(!on)]
+	p, other := &s.ns[way(on)], s.ns[way(!on)]
 	switch {
 	case *p == 0 || other != 0 && *p > other:
 		*p = x

@@ -3,7 +3,7 @@ package goccl
 import (
 	"context"
 	"fmt"
-	"math"
+	"math/bits"
 	"testing"
 	"time"
 
@@ -17,6 +17,7 @@ type fakeSetter struct {
 }
 
 func (f *fakeSetter) SetStreams(on bool) { f.on, f.sets = on, f.sets+1 }
+func (f *fakeSetter) Streams() bool      { return f.on }
 
 // TestStreamTunerPicks drives the tuner with made-up times: a class's first two calls
 // are not timed, the next four alternate, the links' own way first, then the faster one
@@ -27,7 +28,7 @@ func TestStreamTunerPicks(t *testing.T) {
 	for _, def := range []bool{false, true} {
 		t.Run(fmt.Sprint("def=", def), func(t *testing.T) {
 			f := &fakeSetter{on: def}
-			tn := streamTuner{links: []streamSetter{f}, def: def, cur: def}
+			tn := streamTuner{links: []streamLink{f}, def: def, cur: def}
 			const bytes = 1 << 20
 			cost := map[bool]int64{def: 3000, !def: 1000} // ns per call: the other way is 3x faster
 			var ways []bool
@@ -156,7 +157,7 @@ func TestStreamTunerOnComm(t *testing.T) {
 							for r := range w {
 								want += float64(r*3 + i%101 + call)
 							}
-							if math.Abs(float64(got)-want) > 0 {
+							if float64(got) != want {
 								errs <- fmt.Errorf("rank %d call %d: element %d = %v, want %v", c.rank, call, i, got, want)
 								return
 							}
@@ -170,7 +171,7 @@ func TestStreamTunerOnComm(t *testing.T) {
 			}
 			if tc.tune {
 				for _, c := range comms {
-					cls := &c.streamTune.class[64-len64(4*count)]
+					cls := &c.streamTune.class[bits.Len(4*count)]
 					require.EqualValues(t, 6, cls.calls, "rank %d", c.rank) // 2 untimed, then each way twice
 					require.NotZero(t, cls.ns[0], "rank %d timed through the cache", c.rank)
 					require.NotZero(t, cls.ns[1], "rank %d timed streamed", c.rank)
@@ -178,14 +179,4 @@ func TestStreamTunerOnComm(t *testing.T) {
 			}
 		})
 	}
-}
-
-// len64 is 64 - bits.Len(n), for the class index.
-func len64(n int) int {
-	l := 0
-	for n > 0 {
-		l++
-		n >>= 1
-	}
-	return 64 - l
 }

@@ -31,9 +31,8 @@ type conn struct {
 	side     int // 0 when this rank is the pair's lower rank
 	opts     Options
 	links    *atomic.Int32
-	// streamSet overrides opts' choice of non-temporal stores (SetStreams): streamPolicy,
-	// streamOn or streamOff.
-	streamSet atomic.Int32
+	// streamSet is a Switch that overrides opts.StreamStores unless SwitchAuto (SetStreams).
+	streamSet atomic.Uint32
 	watch     *pidWatch
 	peerPid   int
 	out, in   *ring
@@ -100,31 +99,22 @@ func (c *conn) Describe() string { return c.desc }
 // Streams reports whether Send copies payloads into the ring with non-temporal stores:
 // as SetStreams last said, else Options.Streams.
 func (c *conn) Streams() bool {
-	switch c.streamSet.Load() {
-	case streamOn:
-		return true
-	case streamOff:
-		return false
+	o := c.opts
+	if s := Switch(c.streamSet.Load()); s != SwitchAuto {
+		o.StreamStores = s
 	}
-	return c.opts.Streams(int(c.links.Load()), c.samePid)
+	return o.Streams(int(c.links.Load()), c.samePid)
 }
 
 // SetStreams overrides Options.Streams for the link's later Sends (the communicator
 // times both ways and picks; goccl's streamtune.go). Safe to call at any time.
 func (c *conn) SetStreams(on bool) {
+	s := SwitchOff
 	if on {
-		c.streamSet.Store(streamOn)
-	} else {
-		c.streamSet.Store(streamOff)
+		s = SwitchOn
 	}
+	c.streamSet.Store(uint32(s))
 }
-
-// streamSet values.
-const (
-	streamPolicy int32 = iota // Options.Streams decides
-	streamOn
-	streamOff
-)
 
 // Send copies payload into the ring chunk by chunk, publishing each chunk as soon as it
 // is written; a payload of SingleCopyMin bytes or more is instead read by the receiver

@@ -348,7 +348,7 @@ func (o Options) Streams(links int, samePid bool) bool {
 // file's staged range replaces this default), or set shm.staged_min and shm.staged_max.
 //
 // stream says that every rank's links stream their payloads (Options.Streams). At 2
-// ranks the ring is then faster at every size from 32 KiB (1.3-2x: BENCHMARKS.md,
+// ranks the ring is then faster at every size from 32 KiB (1.6-2x: BENCHMARKS.md,
 // "Speed", 23), and auto never stages an AllReduce (math.MaxInt).
 func StagedMinFor(world int, stream bool) int {
 	switch {
@@ -377,8 +377,9 @@ func StagedMinFor(world int, stream bool) int {
 // 0.90-1.65x staged's time up to 64 KiB, 0.82-1.15x from 128 KiB to 4 MiB and 0.94-1.21x
 // from 8 MiB; this choice was within 10 % of the faster at 22 of the 23 sizes of each.
 //
-// With stream (see StagedMinFor) the ring is faster from 256 KiB at 2 ranks (1.3-2x up
-// to 4 MiB, and at 8 MiB and up too: "Speed", 23), so only the sizes up to 64 KiB stage.
+// With stream (see StagedMinFor) the ring is faster from 256 KiB at 2 ranks (1.6-3.9x up
+// to 4 MiB and 1.1-1.7x at 16 and 64 MiB in one launch: "Speed", 23), so only the sizes
+// up to 64 KiB stage.
 func StagedGatherFor(world, bytes int, stream bool) bool {
 	if bytes < 1 || world < 2 {
 		return false

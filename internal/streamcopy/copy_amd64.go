@@ -8,8 +8,9 @@ var useAVX = cpu.X86.HasAVX
 //go:noescape
 func copyNT(dst, src *byte, n int)
 
-// streamMin is the smallest copy that streams: below it the fence after the stores
-// costs more than the lines it saves.
+// streamMin is the smallest copy that streams. A bound of 512 B measured no different
+// on 2-rank AllReduces of 512 B-8 KiB (BENCHMARKS.md, "Speed", 23a), so copies below
+// 4 KiB keep the built-in copy and skip the fence.
 const streamMin = 4 << 10
 
 // Copy copies min(len(dst), len(src)) bytes from src to dst and returns that number,
