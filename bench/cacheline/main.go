@@ -54,6 +54,9 @@ func run(n uint64, mode, child string) error {
 	if mode != "pingpong" && mode != "exchange" {
 		return fmt.Errorf("-mode %q: want pingpong or exchange", mode)
 	}
+	if n == 0 {
+		return fmt.Errorf("-n 0: want at least one round trip or exchange")
+	}
 	size := 4096 + 2*slots*record
 	path := child
 	if path == "" {
