@@ -96,10 +96,15 @@ type Comm struct {
 
 	// mu guards the queue, the sticky error and closed, and the state of the running
 	// operation (opUser..prog above, the flight recorder and the counters): one lock, so
-	// that a blocking call takes it twice, once as it starts and once as it ends.
-	mu     sync.Mutex
-	err    error // sticky failure
-	closed bool
+	// that a blocking call takes it twice, once as it starts and once as it ends (a
+	// two-rank small AllReduce once, fastpath.go). It is taken through lock, which
+	// first records a fast call's pending end.
+	mu       sync.Mutex
+	err      error // sticky failure
+	closed   bool
+	unusable atomic.Bool // err != nil || closed, read without mu (fastpath.go)
+
+	fast fastPath // the two-rank small AllReduce's path (fastpath.go)
 }
 
 // Rank is this process's rank in the communicator.
@@ -151,17 +156,18 @@ func (c *Comm) PeerPid(peer int) int {
 
 // Err returns the error that made the communicator unusable, or nil.
 func (c *Comm) Err() error {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
 // fail records the first fatal error.
 func (c *Comm) fail(err error) error {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = err
+		c.unusable.Store(true)
 	}
 	return c.err
 }
@@ -184,12 +190,13 @@ func (c *Comm) Abort(reason error) {
 // Close waits for queued operations to finish, then releases every link, endpoint and
 // the store. Later calls return ErrClosed.
 func (c *Comm) Close() error {
-	c.mu.Lock()
+	c.lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	c.unusable.Store(true)
 	c.mu.Unlock()
 	close(c.quit)
 	<-c.loopDone

@@ -121,6 +121,7 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 		return err
 	}
 	c.offload = c.findOffloader()
+	c.initFastPath()
 	return nil
 }
 

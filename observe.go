@@ -275,7 +275,7 @@ func (f *flight) end(n uint64, t int64, algo string, err error) {
 // is waiting for, like PyTorch's flight recorder.
 func (c *Comm) FlightRecord() []OpRecord {
 	f := &c.flight
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	var out []OpRecord
 	start := uint64(0)
@@ -408,7 +408,7 @@ func (k *counters) add(algo string, bytes int, d time.Duration, err error) {
 
 // Stats returns a snapshot of the communicator's counters.
 func (c *Comm) Stats() Stats {
-	c.mu.Lock()
+	c.lock()
 	s := Stats{Ops: c.counters.ops, Errors: c.counters.errors, Bytes: c.counters.bytes,
 		ByAlgo: map[string]AlgoStats{}, Transport: map[string]LinkTotals{}}
 	for k, v := range c.counters.byAlgo {

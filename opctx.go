@@ -48,7 +48,7 @@ func (o *opCtx) Err() error {
 // initOpCtx gives the communicator a fresh operation context.
 func (c *Comm) initOpCtx() {
 	base, cancel := context.WithCancelCause(context.Background())
-	c.mu.Lock()
+	c.lock()
 	c.op.Context, c.opCancel = base, cancel
 	c.mu.Unlock()
 }
@@ -122,7 +122,7 @@ func (c *Comm) opEndLocked(ok bool) (refresh bool) {
 // cancelRunning cancels operation gen with cause if it is still running: a check that
 // finishes late must not cancel the next operation.
 func (c *Comm) cancelRunning(gen uint64, cause error) {
-	c.mu.Lock()
+	c.lock()
 	if c.opRunning && c.opGen == gen {
 		c.opCancel(cause)
 	}
@@ -133,7 +133,7 @@ func (c *Comm) cancelRunning(gen uint64, cause error) {
 // user, which has just ended; an operation of another caller is left alone (and one
 // that starts later under user fails before it sends anything, see execute).
 func (c *Comm) cancelFor(user context.Context) {
-	c.mu.Lock()
+	c.lock()
 	if c.opRunning && c.opUser == user {
 		c.opCancel(user.Err())
 	}
@@ -142,7 +142,7 @@ func (c *Comm) cancelFor(user context.Context) {
 
 // cancelOp cancels the running operation, if any, and every later one (Abort, Close).
 func (c *Comm) cancelOp(cause error) {
-	c.mu.Lock()
+	c.lock()
 	c.opCancel(cause)
 	c.mu.Unlock()
 }
@@ -150,7 +150,7 @@ func (c *Comm) cancelOp(cause error) {
 // checkDeadline cancels the running operation if it is past its deadline; the watchdog
 // calls it.
 func (c *Comm) checkDeadline(now time.Time) {
-	c.mu.Lock()
+	c.lock()
 	if d := c.op.deadline.Load(); c.opRunning && d != 0 && now.UnixNano() > d {
 		c.opCancel(context.DeadlineExceeded)
 	}

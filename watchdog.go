@@ -43,7 +43,7 @@ func decodeProgress(b []byte) (progressRec, error) {
 
 // getProgress is the collective started last (opStart records it).
 func (c *Comm) getProgress() progressRec {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	return c.prog
 }
@@ -121,7 +121,7 @@ func (c *Comm) watchdog() {
 
 // runningOp reports the running operation's number and start.
 func (c *Comm) runningOp() (gen uint64, running bool, started time.Time) {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	return c.opGen, c.opRunning, monoTime(c.opStarted)
 }

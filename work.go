@@ -127,7 +127,7 @@ func doneWork(err error) *Work {
 // goroutine of a caller that waits for it (Work.Wait).
 func (c *Comm) submit(w *Work) *Work {
 	w.c = c
-	c.mu.Lock()
+	c.lock()
 	switch {
 	case c.closed:
 		c.mu.Unlock()
@@ -166,7 +166,7 @@ const maxIdleQueue = 1024
 // waiting under that context may run it (see Work.Wait), and reports whether one was
 // left for that reason.
 func (c *Comm) pop(waiter context.Context) (w *Work, refused bool) {
-	c.mu.Lock()
+	c.lock()
 	defer c.mu.Unlock()
 	if c.qhead == len(c.queue) {
 		return nil, false
@@ -227,10 +227,17 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 func (c *Comm) runSync(ctx context.Context, op *opSpec) error {
 	op.prepare()
 	if c.execMu.TryLock() {
+		if done, err := c.fastAllReduce(ctx, op); done {
+			c.execMu.Unlock()
+			if c.queued.Load() > 0 {
+				c.kick()
+			}
+			return err
+		}
 		now := monoNow() // issued and started at once
 		p := c.prep(ctx, now)
 		in := &c.inline
-		c.mu.Lock()
+		c.lock()
 		closed, err, idle := c.closed, c.err, c.qhead == len(c.queue)
 		if idle && !closed && err == nil {
 			in.ctx, in.algo, in.err = ctx, "", nil
@@ -285,7 +292,7 @@ func (c *Comm) loop() {
 func (c *Comm) execute(w *Work, start int64) int64 {
 	p := c.prep(w.ctx, start)
 	w.state.Store(workRunning)
-	c.mu.Lock()
+	c.lock()
 	if err := c.err; err != nil { // not run, and not counted in Stats
 		c.flight.end(w.rec, start, "", err)
 		c.mu.Unlock()
@@ -327,6 +334,13 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 			err = c.runCollective(&c.op, w, &op.coll, hdr)
 		}
 	}
+	return c.finish(w, op, start, p, err)
+}
+
+// finish ends op, run as w since start, with err: the flight record, Stats, the
+// sticky error, the operation context, and w's result. It returns when the operation
+// ended (monoNow). The caller holds execMu.
+func (c *Comm) finish(w *Work, op *opSpec, start int64, p opPrep, err error) int64 {
 	end := monoNow()
 	took := time.Duration(end - start)
 	if err != nil {
@@ -338,13 +352,14 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 			c.log.Warn("operation timed out", "subsys", "COLL", "dump", c.DumpFlightRecord())
 		}
 	}
-	c.mu.Lock()
+	c.lock()
 	refresh := !p.cancelled && c.opEndLocked(err == nil)
 	c.flight.end(w.rec, end, w.algo, err)
 	c.counters.add(w.algo, op.bytes, took, err)
 	if err != nil { // the first error sticks (fail)
 		if c.err == nil {
 			c.err = err
+			c.unusable.Store(true)
 		}
 		err = c.err
 	}

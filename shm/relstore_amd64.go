@@ -11,3 +11,6 @@ package shm
 //
 //go:noescape
 func storeRelease32(addr *int32, v int32)
+
+//go:noescape
+func storeRelease64(addr *uint64, v uint64)

@@ -116,6 +116,24 @@ type Eager interface {
 	EagerBytes() int
 }
 
+// TrySender is an optional Conn ability: TrySend sends a message only when it can go
+// at once, without waiting for anything (room in the link's buffer, a lock, the peer);
+// otherwise it sends nothing and reports sent=false, and the caller may Send it. An
+// error means the link is unusable, as Send's would. A caller that has not yet armed a
+// deadline for its operation uses it to send first and arm afterwards: a call that
+// cannot wait needs no deadline (the communicator's small AllReduce does, goccl's
+// fastpath.go).
+//
+// A sent message may still be on its way out of this core when TrySend returns (the
+// store that completes it need not be fenced, so the caller can work while the line
+// travels). Flush ends that: the caller calls it once before it waits for anything,
+// and it wakes a receiver that went to sleep. A receiver that sleeps through a missing
+// Flush still finds the message when its sleep times out.
+type TrySender interface {
+	TrySend(h Header, payload []byte) (sent bool, err error)
+	Flush()
+}
+
 // EagerFloor is what every link takes without a running receive (transport.Eager): a
 // TCP socket's buffers, the shm ring (64 KiB at least), inmem's queue, rdma's slots
 // (Init checks), the nccl link's send queue. algos.EagerBytes is this.

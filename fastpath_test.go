@@ -1,0 +1,285 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/transport"
+)
+
+// The two-rank small AllReduce's fast path (fastpath.go): the same values as the serial
+// reference for every dtype and op, the same books as the general path (Stats, the
+// flight recorder), no finished call left "running" for the watchdog or a cancelled
+// caller context to act on, ranks on either path understanding each other, and a
+// deadline on the receive it arms after its send.
+
+func shmPair(t *testing.T, opts ...Option) []*Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	comms, err := InitLocal(ctx, 2, append([]Option{WithTransport("shm")}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	for _, c := range comms {
+		require.NotNil(t, c.fast.try, "rank %d: the shm link offers no TrySend", c.rank)
+	}
+	return comms
+}
+
+// viaComms runs an algostest case through the communicators' AllReduce (the mesh only
+// numbers the ranks).
+func viaComms(comms []*Comm) func(context.Context, algos.Peers, *algos.Args) error {
+	return func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+		return comms[p.Rank()].AllReduce(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Op)
+	}
+}
+
+func TestFastAllReduceValues(t *testing.T) {
+	ctx := context.Background()
+	comms := shmPair(t)
+	mesh, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer mesh.Close()
+	dts := []transport.DType{transport.Int8, transport.Uint8, transport.Int32, transport.Uint32, transport.Int64,
+		transport.Uint64, transport.Float16, transport.BFloat16, transport.Float32, transport.Float64}
+	ops := []transport.Op{transport.Sum, transport.Prod, transport.Min, transport.Max, transport.Avg}
+	before := comms[0].fast.calls
+	for _, dt := range dts {
+		for _, op := range ops {
+			// 0 bytes, one element, an odd count, and the most one record carries;
+			// each twice, the first call of a size resolving the choice.
+			for _, count := range []int{0, 1, 3, 16 / dt.Size()} {
+				for _, inPlace := range []bool{false, true} {
+					for rep := range 2 {
+						c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: count, InPlace: inPlace,
+							Seed: uint64(rep*1000 + count)}
+						require.NoError(t, c.Check(ctx, mesh, viaComms(comms)), "%s", c)
+					}
+				}
+			}
+		}
+	}
+	// Most of those calls took the fast path (not only the general one).
+	require.Greater(t, comms[0].fast.calls-before, uint64(len(dts)*len(ops)*4))
+}
+
+// calls8 runs n 8-byte AllReduces (two float32 ones) on both ranks under ctxFor(rank),
+// checking each sum.
+func calls8(comms []*Comm, n int, ctxFor func(rank int) context.Context) []error {
+	return runRanksInternal(comms, func(c *Comm) error {
+		for i := range n {
+			xs := []float32{float32(c.rank + i), float32(10 * c.rank)}
+			if err := c.AllReduce(ctxFor(c.rank), HostSlice(xs), HostSlice(xs), 2, Float32, Sum); err != nil {
+				return err
+			}
+			if want := []float32{float32(1 + 2*i), 10}; xs[0] != want[0] || xs[1] != want[1] {
+				return fmt.Errorf("rank %d call %d: %v, want %v", c.rank, i, xs, want)
+			}
+		}
+		return nil
+	})
+}
+
+func runRanksInternal(comms []*Comm, fn func(c *Comm) error) []error {
+	errs := make([]error, len(comms))
+	done := make(chan struct{})
+	for i, c := range comms {
+		go func() {
+			errs[i] = fn(c)
+			done <- struct{}{}
+		}()
+	}
+	for range comms {
+		<-done
+	}
+	return errs
+}
+
+func background(int) context.Context { return context.Background() }
+
+// Stats and the flight recorder read a fast call's end as the general path writes it:
+// every call counted under its algorithm, the last record done, none running.
+func TestFastAllReduceBooks(t *testing.T) {
+	comms := shmPair(t)
+	const n = 50
+	wire := make([]LinkTotals, 2)
+	for r, c := range comms {
+		wire[r] = c.Stats().Transport["shm"]
+	}
+	for r, err := range calls8(comms, n, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, c := range comms {
+		w := c.Stats().Transport["shm"]
+		require.EqualValues(t, 8*n, w.Sent-wire[c.rank].Sent, "rank %d: bytes sent", c.rank)
+		require.EqualValues(t, 8*n, w.Received-wire[c.rank].Received, "rank %d: bytes received", c.rank)
+		require.Greater(t, c.fast.calls, uint64(n/2), "rank %d: the fast path was not taken", c.rank)
+		s := c.Stats()
+		require.EqualValues(t, n, s.Ops, "rank %d", c.rank)
+		require.Zero(t, s.Errors)
+		require.EqualValues(t, 8*n, s.Bytes)
+		var calls uint64
+		for _, a := range s.ByAlgo {
+			calls += a.Calls
+			require.Positive(t, a.Time, "rank %d: no time recorded", c.rank)
+		}
+		require.EqualValues(t, n, calls, "rank %d: %v", c.rank, s.ByAlgo)
+		recs := c.FlightRecord()
+		require.NotEmpty(t, recs)
+		for _, r := range recs {
+			require.Equal(t, OpDone, r.State, "rank %d op %d", c.rank, r.Seq)
+			require.False(t, r.Finished.Before(r.Started), "rank %d op %d", c.rank, r.Seq)
+		}
+		require.EqualValues(t, n, recs[len(recs)-1].Seq)
+	}
+}
+
+// A communicator idle for longer than its timeout after fast calls is not timed out,
+// and a caller context cancelled after its calls returned does not fail it.
+func TestFastAllReduceIdleAndCancelledAfter(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	comms := shmPair(t, WithTimeout(timeout))
+	ctxs := make([]context.Context, 2)
+	cancels := make([]context.CancelFunc, 2)
+	for r := range ctxs {
+		ctxs[r], cancels[r] = context.WithCancel(context.Background())
+	}
+	for r, err := range calls8(comms, 20, func(r int) context.Context { return ctxs[r] }) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	time.Sleep(4 * timeout) // the watchdog checks every sixteenth of it
+	for _, c := range comms {
+		require.NoError(t, c.Err(), "rank %d", c.rank)
+		require.Greater(t, c.fast.calls, uint64(0), "rank %d: the fast path was not taken", c.rank)
+	}
+	// Rank 1 comes late, so rank 0 waits in its receive: an operation context
+	// cancelled for a call that had already finished would fail that wait.
+	late := func(r int) context.Context {
+		if r == 1 {
+			time.Sleep(30 * time.Millisecond)
+		}
+		return context.Background()
+	}
+	for r, err := range calls8(comms, 1, late) {
+		require.NoError(t, err, "rank %d", r)
+	}
+}
+
+// One rank on the fast path and the other on the general one: the same messages.
+func TestFastAllReduceMeetsTheGeneralPath(t *testing.T) {
+	comms := shmPair(t)
+	comms[1].fast.try = nil
+	for r, err := range calls8(comms, 40, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Greater(t, comms[0].fast.calls, uint64(20))
+	require.Zero(t, comms[1].fast.calls)
+}
+
+// A fast call whose peer never comes times out: its send went out before any deadline
+// was armed, and the receive after it runs under one.
+func TestFastAllReduceTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	comms := shmPair(t, WithTimeout(timeout))
+	for r, err := range calls8(comms, 5, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	sent := comms[0].fast.sent
+	start := time.Now()
+	xs := []float32{1, 2}
+	err := comms[0].AllReduce(context.Background(), HostSlice(xs), HostSlice(xs), 2, Float32, Sum)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, transport.ErrTimeout), "%v", err)
+	require.Less(t, time.Since(start), 10*timeout)
+	require.Equal(t, sent+1, comms[0].fast.sent, "the call did not take the fast path")
+	require.Error(t, comms[0].Err())
+}
+
+// The end's clock: no rate before the pairs span 20 ms, their ratio after, a fresh
+// baseline every 10 s, the kernel clock again when the counter runs backwards, and
+// never an end before its start.
+func TestTSCClock(t *testing.T) {
+	var k tscClock
+	ms := int64(time.Millisecond)
+	k.pair(1000, 5000)
+	require.Zero(t, k.perTick)
+	k.pair(1000+19*ms, 5000+38*ms) // 2 ticks per ns, but only 19 ms on
+	require.Zero(t, k.perTick)
+	k.pair(1000+20*ms, 5000+40*ms)
+	require.InDelta(t, 0.5, k.perTick, 1e-12)
+	require.Equal(t, int64(1000+20*ms), k.ns0, "the calibrating pair is the next baseline")
+	require.Equal(t, int64(700), k.since(200, 1000, 2000)) // 1000 ticks after a start at 200 ns
+	require.Equal(t, int64(200), k.since(200, 1000, 900), "an end before its start")
+	k.pair(1000+5*int64(time.Second), 0) // within 10 s: kept
+	require.InDelta(t, 0.5, k.perTick, 1e-12)
+	k.pair(1000+20*ms+10*int64(time.Second), 5000+40*ms+30*int64(time.Second)) // a new rate
+	require.InDelta(t, 1.0/3, k.perTick, 1e-12)
+	k.pair(1000+20*ms+20*int64(time.Second), 0) // the counter went back
+	require.Zero(t, k.perTick)
+}
+
+// Stats' time for fast calls adds up to no more than the time they took, and to most of
+// it: the counter's rate, once calibrated, converts ticks to nanoseconds.
+func TestFastAllReduceTimes(t *testing.T) {
+	comms := shmPair(t)
+	begin := time.Now()
+	deadline := begin.Add(150 * time.Millisecond) // past the 20 ms calibration
+	errs := runRanksInternal(comms, func(c *Comm) error {
+		xs := []float32{1, 2}
+		for i := 0; ; i++ {
+			if err := c.AllReduce(context.Background(), HostSlice(xs), HostSlice(xs), 2, Float32, Sum); err != nil {
+				return err
+			}
+			// Both ranks stop at the same call: rank 0 decides, and says so in the sum
+			// (of the same size, so that every call after the first takes the fast path).
+			stop := float32(0)
+			if c.rank == 0 && time.Now().After(deadline) {
+				stop = 1
+			}
+			flag := []float32{stop, 0}
+			if err := c.AllReduce(context.Background(), HostSlice(flag), HostSlice(flag), 2, Float32, Sum); err != nil {
+				return err
+			}
+			if flag[0] != 0 {
+				return nil
+			}
+		}
+	})
+	wall := time.Since(begin)
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	c := comms[0]
+	s := c.Stats()
+	var took time.Duration
+	for _, a := range s.ByAlgo {
+		took += a.Time
+	}
+	require.NotZero(t, c.fast.clock.perTick, "not calibrated after %d fast calls", c.fast.calls)
+	recs := c.FlightRecord()
+	first, last := recs[0], recs[len(recs)-1]
+	// The recorded calls lie within their own first start and last end, back to back.
+	var inRecs time.Duration
+	for _, r := range recs {
+		require.False(t, r.Finished.Before(r.Started), "op %d", r.Seq)
+		inRecs += r.Finished.Sub(r.Started)
+	}
+	require.LessOrEqual(t, inRecs, last.Finished.Sub(first.Started))
+	// The calls ran back to back: their times are most of the loop's, never more.
+	require.LessOrEqual(t, took, wall)
+	require.Greater(t, took, wall/10, "%d calls", s.Ops)
+}
