@@ -54,19 +54,27 @@ type fastPath struct {
 // there cost about 0.03 us of the call's 0.53 (through kvm-clock), the counter nothing
 // measurable ("Speed", 25). Each call reads both clocks at its start, while it waits
 // for the peer's message anyway, and those pairs calibrate the rate: the first pair is
-// the baseline, and once a later one is 20 ms on, the rate is their ratio (the two
-// reads' jitter of some 100 ns is then 5 parts in a million of it), taken again from a
-// fresh baseline every 10 s. Until then, and where the counter does not tick at a
-// constant rate (tscUsable), the end reads the kernel clock.
+// the baseline, and once a later one is 5 ms on, the rate is their ratio, taken again
+// from a fresh baseline every 10 s. A pair counts only when the kernel clock moved less
+// than 2 us around the counter's read (the rank was not descheduled between them), so
+// the rate is good to a few parts in ten thousand. Until then, and where the counter
+// does not tick at a constant rate (tscUsable), the end reads the kernel clock.
 type tscClock struct {
 	ns0, tick0 int64   // the baseline pair
 	perTick    float64 // nanoseconds per tick; 0 until calibrated
 }
 
 const (
-	tscCalibrate = int64(20 * time.Millisecond)
+	tscCalibrate = int64(5 * time.Millisecond)
 	tscRefresh   = int64(10 * time.Second)
+	tscPairSlack = int64(2 * time.Microsecond)
 )
+
+// due reports whether a pair read at ns would be used.
+func (k *tscClock) due(ns int64) bool {
+	d := ns - k.ns0
+	return k.ns0 == 0 || (k.perTick == 0 && d >= tscCalibrate) || d >= tscRefresh
+}
 
 // pair takes a start's two readings (ns from monoNow, tick from rdtsc) into the
 // calibration.
@@ -173,9 +181,11 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	// The books, while the peer's message is on its way.
 	start := monoNow()
 	var startTick int64
-	if c.fast.clock.perTick != 0 || tscUsable() {
+	if k := &c.fast.clock; k.perTick != 0 || tscUsable() {
 		startTick = rdtsc()
-		c.fast.clock.pair(start, startTick)
+		if k.due(start) && monoNow()-start < tscPairSlack {
+			k.pair(start, startTick)
+		}
 	}
 	p := c.prep(ctx, start)
 	p.cancelled = false // it has started: a context done by now cancels it (arm)

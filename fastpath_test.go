@@ -209,21 +209,25 @@ func TestFastAllReduceTimesOut(t *testing.T) {
 	require.Error(t, comms[0].Err())
 }
 
-// The end's clock: no rate before the pairs span 20 ms, their ratio after, a fresh
+// The end's clock: no rate before the pairs span 5 ms, their ratio after, a fresh
 // baseline every 10 s, the kernel clock again when the counter runs backwards, and
 // never an end before its start.
 func TestTSCClock(t *testing.T) {
 	var k tscClock
 	ms := int64(time.Millisecond)
+	require.True(t, k.due(1000))
 	k.pair(1000, 5000)
 	require.Zero(t, k.perTick)
-	k.pair(1000+19*ms, 5000+38*ms) // 2 ticks per ns, but only 19 ms on
+	require.False(t, k.due(1000+4*ms))
+	k.pair(1000+4*ms, 5000+8*ms) // 2 ticks per ns, but only 4 ms on
 	require.Zero(t, k.perTick)
+	require.True(t, k.due(1000+20*ms))
 	k.pair(1000+20*ms, 5000+40*ms)
 	require.InDelta(t, 0.5, k.perTick, 1e-12)
 	require.Equal(t, int64(1000+20*ms), k.ns0, "the calibrating pair is the next baseline")
 	require.Equal(t, int64(700), k.since(200, 1000, 2000)) // 1000 ticks after a start at 200 ns
 	require.Equal(t, int64(200), k.since(200, 1000, 900), "an end before its start")
+	require.False(t, k.due(1000+5*int64(time.Second)))
 	k.pair(1000+5*int64(time.Second), 0) // within 10 s: kept
 	require.InDelta(t, 0.5, k.perTick, 1e-12)
 	k.pair(1000+20*ms+10*int64(time.Second), 5000+40*ms+30*int64(time.Second)) // a new rate
@@ -237,7 +241,7 @@ func TestTSCClock(t *testing.T) {
 func TestFastAllReduceTimes(t *testing.T) {
 	comms := shmPair(t)
 	begin := time.Now()
-	deadline := begin.Add(150 * time.Millisecond) // past the 20 ms calibration
+	deadline := begin.Add(150 * time.Millisecond) // past the 5 ms calibration
 	errs := runRanksInternal(comms, func(c *Comm) error {
 		xs := []float32{1, 2}
 		for i := 0; ; i++ {

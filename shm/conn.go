@@ -181,11 +181,12 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 			return false, nil
 		}
 	}
-	var rec [recordBytes]byte
+	// Straight into the ring (no record on the stack to copy): the consumer reads
+	// nothing of it before the stamp, stored last.
+	rec := c.out.data[c.head&c.out.mask:][:recordBytes]
 	f := transport.Frame{Header: h, Len: uint64(n)}
-	f.Encode(rec[:])
+	f.Encode(rec)
 	copy(rec[recInline:], payload)
-	copy(c.out.data[c.head&c.out.mask:], rec[:])
 	storeRelease64(c.out.stampWord(c.head), stamp(c.head, kindInline))
 	c.head += recordBytes
 	return true, nil
