@@ -28,8 +28,12 @@ import (
 //     (transport.TrySender): a send that cannot wait needs no deadline yet.
 //   - After the send, under mu: the previous call's end (below), then this call's
 //     start as run records it (the clock, the flight record, the deadline, the
-//     caller's context armed). Then the receive, under the deadline.
-//   - At the end, the clock and a pending end in place of the second mu section.
+//     caller's context armed). Then Flush (the fence TrySend left out, and a sleeping
+//     peer woken) and the receive, under the deadline.
+//   - At the end, the time-stamp counter (tscClock) and a pending end in place of the
+//     second mu section.
+//
+// Together: 0.61 to 0.46 us against vader's 0.49 on that VM.
 //
 // A pending end is settled by whoever takes mu next (Comm.lock, which every reader of
 // the operation state goes through): the next call while it waits, or the watchdog,
@@ -42,7 +46,7 @@ type fastPath struct {
 	obs     *obsConn            // the observer of the link to the other rank (two ranks only)
 	raw     transport.Conn      // the link itself
 	try     transport.TrySender // raw's TrySend; nil: no fast path
-	pending pendingEnd          // written without mu while pendingSet is false (under execMu)
+	pending pendingEnd          // written without mu while set is false (under execMu)
 	set     atomic.Bool         // pending holds an end not yet recorded
 	clock   tscClock            // the end's clock; under execMu
 	sent    uint64              // calls that sent on this path, for tests; under execMu
