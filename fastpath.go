@@ -126,6 +126,7 @@ func (c *Comm) initFastPath() {
 	}
 	if t, ok := o.Conn.(transport.TrySender); ok {
 		c.fast.obs, c.fast.raw, c.fast.try = o, o.Conn, t
+		tscUsable() // read /proc/cpuinfo now, not in the first call
 	}
 }
 
