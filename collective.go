@@ -193,6 +193,33 @@ type smallPick struct {
 	ok         bool
 }
 
+// is reports whether p was resolved for calls of bytes bytes of esz-byte elements under
+// sel.
+func (p *smallPick) is(sel *selector, bytes, esz int) bool {
+	return p.sel == sel && p.bytes == bytes && p.esz == esz
+}
+
+// smallBuffers returns k's send and recv, cut to bytes, when the cheap sufficient check
+// of exchange (and fastAllReduce) passes: a count within algos.SmallExchangeMax, host
+// memory, long enough, and the same memory or apart. ok is false otherwise, and the
+// general path reports what is wrong, if anything.
+func smallBuffers(k *call, bytes int) (send, recv []byte, ok bool) {
+	// The count bound also keeps bytes honest: a count whose byte size overflowed to a
+	// small number goes to algos.Validate, which says so.
+	if k.count < 0 || k.count > algos.SmallExchangeMax || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
+		return nil, nil, false
+	}
+	send, recv = k.send.Bytes(), k.recv.Bytes()
+	if len(send) < bytes || len(recv) < bytes {
+		return nil, nil, false
+	}
+	send, recv = send[:bytes:bytes], recv[:bytes:bytes]
+	if !algos.SameMemory(send, recv) && !algos.Apart(send, recv) {
+		return nil, nil, false
+	}
+	return send, recv, true
+}
+
 // exchange runs a small AllReduce itself when the algorithm the selector picks for it
 // sends it as one direct exchange (algos.Exchanger): the same messages as that
 // algorithm's Run, received into the communicator's own scratch. It skips what the
@@ -202,24 +229,12 @@ type smallPick struct {
 // are not used. done is false when the call is not of that kind, or its buffers are
 // not plainly valid: the general path then runs it, or reports what is wrong with it.
 func (c *Comm) exchange(ctx context.Context, w *Work, k *call, hdr transport.Header, bytes int) (done bool, err error) {
-	// The count bound also keeps bytes honest: a count whose byte size overflowed to a
-	// small number goes to algos.Validate, which says so.
-	if k.count < 0 || k.count > algos.SmallExchangeMax || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
-		return false, nil
-	}
-	send, recv := k.send.Bytes(), k.recv.Bytes()
-	if len(send) < bytes || len(recv) < bytes {
-		return false, nil
-	}
-	send, recv = send[:bytes:bytes], recv[:bytes:bytes]
-	if !algos.SameMemory(send, recv) && !algos.Apart(send, recv) {
-		return false, nil
-	}
-	if c.shared.live > 0 && c.directFirst(k, bytes) {
+	send, recv, ok := smallBuffers(k, bytes)
+	if !ok || c.shared.live > 0 && c.directFirst(k, bytes) {
 		return false, nil
 	}
 	p := &c.small
-	if sel, esz := c.sel.Load(), k.dt.Size(); p.sel != sel || p.bytes != bytes || p.esz != esz {
+	if sel, esz := c.sel.Load(), k.dt.Size(); !p.is(sel, bytes, esz) {
 		*p = smallPick{sel: sel, bytes: bytes, esz: esz}
 		alg, _, err := sel.pick(k.kind, bytes, c.size, c.offload)
 		if err != nil || alg == nil || alg == directAlgo {

@@ -162,16 +162,11 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 		return false, nil
 	}
 	bytes := op.bytes
-	if k.count < 0 || k.count > algos.SmallExchangeMax || sp.bytes != bytes || sp.esz != k.dt.Size() || sp.sel != c.sel.Load() ||
-		!k.dt.Valid() || !k.op.Valid() || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
+	if !sp.is(c.sel.Load(), bytes, k.dt.Size()) || !k.dt.Valid() || !k.op.Valid() || ctx.Err() != nil {
 		return false, nil
 	}
-	send, recv := k.send.Bytes(), k.recv.Bytes()
-	if len(send) < bytes || len(recv) < bytes {
-		return false, nil
-	}
-	send, recv = send[:bytes:bytes], recv[:bytes:bytes]
-	if (!algos.SameMemory(send, recv) && !algos.Apart(send, recv)) || ctx.Err() != nil {
+	send, recv, ok := smallBuffers(k, bytes)
+	if !ok {
 		return false, nil
 	}
 	hdr := transport.Header{Seq: c.seq + 1, Fp: op.fp}
@@ -206,8 +201,9 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	// observer does around them (obsConn.send, recv), except that a receive that
 	// succeeds is counted and unmarked when its end is settled: nobody reads the mark
 	// or the count but under mu.
-	c.fast.obs.state.sent.Add(uint64(bytes))
-	c.fast.obs.mark(&c.fast.obs.state.recvSince)
+	o, s := c.fast.obs, c.fast.obs.state
+	s.sent.Add(uint64(bytes))
+	o.mark(&s.recvSince)
 	c.fast.try.Flush()
 
 	peer := 1 - c.rank
@@ -216,7 +212,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	}
 	theirs := c.exchIn[:bytes:bytes]
 	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
-		err = c.fast.obs.settle(err, &c.fast.obs.state.recvSince, &c.fast.obs.state.received, bytes, "receive from", start)
+		err = o.settle(err, &s.recvSince, &s.received, bytes, "receive from", start)
 		err = fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", bytes, peer, sp.tag, err)
 	} else {
 		// recv = x0 op x1 in rank order, as algos.Exchange computes it.
@@ -241,7 +237,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 		end = monoNow()
 	}
 	if c.op.Context.Err() != nil { // cancelled after its last message: finish refreshes the context
-		c.fast.obs.settle(nil, &c.fast.obs.state.recvSince, &c.fast.obs.state.received, bytes, "receive from", start)
+		o.settle(nil, &s.recvSince, &s.received, bytes, "receive from", start)
 		c.finish(in, op, start, p, nil)
 		err, in.ctx = in.err, nil
 		return true, err

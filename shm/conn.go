@@ -175,11 +175,8 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 	if err := c.usable("send to", true); err != nil {
 		return false, err
 	}
-	if c.out.size-(c.head-c.tailSeen) < recordBytes {
-		c.tailSeen = atomic.LoadUint64(c.out.tail)
-		if c.out.size-(c.head-c.tailSeen) < recordBytes {
-			return false, nil
-		}
+	if !c.fits(recordBytes) && !c.refits(recordBytes) {
+		return false, nil
 	}
 	// Straight into the ring (no record on the stack to copy): the consumer reads
 	// nothing of it before the stamp, stored last.
@@ -273,15 +270,19 @@ func (c *conn) sendSingle(ctx context.Context, rec [recordBytes]byte, payload []
 
 // waitSpace waits until need bytes after head are free.
 func (c *conn) waitSpace(ctx context.Context, need uint64) error {
-	size := c.out.size
-	if size-(c.head-c.tailSeen) >= need {
+	if c.fits(need) {
 		return nil
 	}
-	tail := c.out.tail
-	return c.await(ctx, func() bool {
-		c.tailSeen = atomic.LoadUint64(tail)
-		return size-(c.head-c.tailSeen) >= need
-	}, c.out.spaceSeq, c.out.prodWaiting)
+	return c.await(ctx, func() bool { return c.refits(need) }, c.out.spaceSeq, c.out.prodWaiting)
+}
+
+// fits reports whether need bytes after head are free by the tail last seen.
+func (c *conn) fits(need uint64) bool { return c.out.size-(c.head-c.tailSeen) >= need }
+
+// refits is fits after reading the consumer's tail again.
+func (c *conn) refits(need uint64) bool {
+	c.tailSeen = atomic.LoadUint64(c.out.tail)
+	return c.fits(need)
 }
 
 // waitData waits until at least need payload bytes after tail are published and

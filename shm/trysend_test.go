@@ -75,9 +75,11 @@ func TestTrySend(t *testing.T) {
 
 func isSending(c *conn) bool { return atomic.LoadInt32(&c.sending) != 0 }
 
-// A receiver asleep on the ring (no spinning) gets a TrySend's message once Flush
-// wakes it, or its own liveness check finds it.
-func TestTrySendWakesASleeper(t *testing.T) {
+// A receiver asleep on the ring (no spinning) is woken by Flush, not by TrySend: the
+// wake-up (a bump of the ring's dataSeq) comes only once the stamp is fenced. Its
+// liveness check would find the message anyway within 5 ms, so the test watches the
+// wake-up itself.
+func TestTrySendFlushWakesASleeper(t *testing.T) {
 	ctx := ctxT(t)
 	a, b, _ := pair(t, transport.Params{"shm.spin": "0"})
 	for i := range 20 {
@@ -85,11 +87,15 @@ func TestTrySendWakesASleeper(t *testing.T) {
 		done := make(chan error, 1)
 		got := make([]byte, 8)
 		go func() { done <- b.Recv(ctx, h, got) }()
-		time.Sleep(time.Millisecond) // the receiver is asleep on the futex by now, most likely
+		require.Eventually(t, func() bool { return atomic.LoadUint32(a.out.consWaiting) != 0 },
+			5*time.Second, 10*time.Microsecond, "the receiver never went to sleep")
+		seq := atomic.LoadUint32(a.out.dataSeq)
 		sent, err := a.TrySend(h, transporttest.Pattern(8, uint64(i)))
 		require.NoError(t, err)
 		require.True(t, sent)
+		require.Equal(t, seq, atomic.LoadUint32(a.out.dataSeq), "TrySend woke the receiver itself")
 		a.Flush()
+		require.NotEqual(t, seq, atomic.LoadUint32(a.out.dataSeq), "Flush did not wake the receiver")
 		require.NoError(t, <-done)
 		require.Equal(t, transporttest.Pattern(8, uint64(i)), got)
 	}
