@@ -113,6 +113,19 @@ func (o *obsConn) Recv(ctx context.Context, want transport.Header, buf []byte) e
 	return o.recv(ctx, want, buf)
 }
 
+// RecvCold passes transport.ColdReceiver through, observed as Recv is; a link without
+// it receives by Recv.
+func (o *obsConn) RecvCold(ctx context.Context, want transport.Header, buf []byte) error {
+	cr, ok := o.Conn.(transport.ColdReceiver)
+	if !ok {
+		return o.Recv(ctx, want, buf)
+	}
+	if o.c.tracer != nil {
+		return o.traced(tidRecv, "recv", len(buf), want.Tag, func() error { return o.recvCold(ctx, cr, want, buf) })
+	}
+	return o.recvCold(ctx, cr, want, buf)
+}
+
 // send is Send without the trace span: it marks the link blocked for the flight
 // recorder (with the operation's start: a message costs no clock read, and for "who is
 // stuck" it is the link that matters), counts the bytes, and names the peer in a
@@ -126,6 +139,12 @@ func (o *obsConn) send(ctx context.Context, h transport.Header, p []byte) error 
 func (o *obsConn) recv(ctx context.Context, want transport.Header, buf []byte) error {
 	op := o.mark(&o.state.recvSince)
 	return o.settle(o.Conn.Recv(ctx, want, buf), &o.state.recvSince, &o.state.received, len(buf), "receive from", op)
+}
+
+// recvCold is RecvCold without the trace span (see send).
+func (o *obsConn) recvCold(ctx context.Context, cr transport.ColdReceiver, want transport.Header, buf []byte) error {
+	op := o.mark(&o.state.recvSince)
+	return o.settle(cr.RecvCold(ctx, want, buf), &o.state.recvSince, &o.state.received, len(buf), "receive from", op)
 }
 
 // mark records that a transfer of the running operation is under way on since, and

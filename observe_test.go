@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/internal/trace"
 )
 
@@ -283,5 +284,54 @@ func TestFlightRecordOfFinishedOperations(t *testing.T) {
 	for _, r := range recs[2:] {
 		require.Equal(t, goccl.OpFailed, r.State, "%+v", r)
 		require.NotEmpty(t, r.Err, "%+v", r)
+	}
+}
+
+// An AllReduce whose output reaches algos.ColdBytes receives its last step with
+// RecvCold (shm's non-temporal copy, through the observer): values against the exact
+// sum, and the links' byte counts as the ring moves them (at 2 ranks each rank sends
+// and receives the message once, half in each step), out of place and in place.
+func TestColdAllReduceValuesAndCounts(t *testing.T) {
+	comms := local(t, 2, goccl.WithTransport("shm"), goccl.WithAlgo("ring"))
+	const n = algos.ColdBytes/4 + 3 // 12 bytes over the size, in float32: segments of odd and even counts
+	in := func(r, i int) float32 { return float32((i*7+r*11)%1000 - 500) }
+	before := make([]goccl.LinkTotals, 2)
+	for r, c := range comms {
+		before[r] = c.Stats().Transport["shm"]
+	}
+	outs := make([][]float32, 2)
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		r := c.Rank()
+		xs := make([]float32, n)
+		for i := range xs {
+			xs[i] = in(r, i)
+		}
+		out := make([]float32, n)
+		if err := c.AllReduce(context.Background(), goccl.HostSlice(xs), goccl.HostSlice(out), n, goccl.Float32, goccl.Sum); err != nil {
+			return err
+		}
+		if err := goccl.AllReduceSlice(context.Background(), c, xs, goccl.Sum); err != nil {
+			return err
+		}
+		for i := range xs {
+			if xs[i] != out[i] {
+				return fmt.Errorf("rank %d [%d]: in place %v, out of place %v", r, i, xs[i], out[i])
+			}
+		}
+		outs[r] = out
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for r, out := range outs {
+		for i, x := range out {
+			if want := float64(in(0, i)) + float64(in(1, i)); float64(x) != want {
+				t.Fatalf("rank %d [%d]: %v, want %v", r, i, x, want)
+			}
+		}
+		w := comms[r].Stats().Transport["shm"]
+		require.EqualValues(t, 2*4*n, w.Sent-before[r].Sent, "rank %d: bytes sent", r)
+		require.EqualValues(t, 2*4*n, w.Received-before[r].Received, "rank %d: bytes received", r)
 	}
 }

@@ -7,7 +7,7 @@ Runs `goccl perf all_reduce --np NP --transport TRANSPORT -b SIZE -e SIZE -n ITE
 once per variant, per size, REPS times over, variants alternating so that a slow minute of
 the shared VM hits every variant alike, and prints per size and variant the median and the
 minimum time per call (us; each launch counts the faster of its out-of-place and in-place
-halves). Variants are a JSON object in AB, name -> extra environment; the key BIN in a
+halves, or with OOP=1 the out-of-place one, which is what the headline reports). Variants are a JSON object in AB, name -> extra environment; the key BIN in a
 variant names the goccl binary (default: bench/bin/goccl, or $GOCCL_BIN). EXTRA adds perf
 flags to every launch; COLL names another collective (default all_reduce). Examples (BENCHMARKS.md, "Speed", 8):
 
@@ -38,6 +38,7 @@ def main():
     default_bin = os.environ.get("GOCCL_BIN", "bench/bin/goccl")
     extra = os.environ.get("EXTRA", "").split()
     coll = os.environ.get("COLL", "all_reduce")
+    oop = os.environ.get("OOP") == "1"
     times = {}
     for _ in range(reps):
         for name, env in variants.items():
@@ -53,8 +54,10 @@ def main():
                 rows = [f for f in rows if len(f) > 10 and f[0].isdigit()]
                 if out.returncode != 0 or not rows:
                     sys.exit(f"{name} {s}: goccl perf failed (status {out.returncode}):\n{out.stderr}")
-                times.setdefault((s, name), []).append(min(float(rows[0][5]), float(rows[0][9])))
-    print(f"# {coll} np={np_} transport={transport} reps={reps} extra={' '.join(extra)!r}; us per call: median / min")
+                t = float(rows[0][5]) if oop else min(float(rows[0][5]), float(rows[0][9]))
+                times.setdefault((s, name), []).append(t)
+    half = "out of place" if oop else "the faster half"
+    print(f"# {coll} np={np_} transport={transport} reps={reps} extra={' '.join(extra)!r}; us per call ({half}): median / min")
     for s, _ in points:
         cells = [f"{n}: {statistics.median(times[(s, n)]):9.1f} / {min(times[(s, n)]):9.1f}" for n in variants]
         print(f"{s:>6}  " + "   ".join(cells))

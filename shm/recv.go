@@ -26,7 +26,17 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 	if err := c.authenticated(ctx); err != nil {
 		return err
 	}
-	return c.recv(ctx, want, len(buf), buf, nil)
+	return c.recv(ctx, want, len(buf), buf, nil, false)
+}
+
+// RecvCold implements transport.ColdReceiver: Recv, with a ring message's payload
+// copied out with non-temporal stores (internal/streamcopy). A single-copy or inline
+// message is received as by Recv.
+func (c *conn) RecvCold(ctx context.Context, want transport.Header, buf []byte) error {
+	if err := c.authenticated(ctx); err != nil {
+		return err
+	}
+	return c.recv(ctx, want, len(buf), buf, nil, true)
 }
 
 // RecvStream hands the next message to fn in pieces. For ring messages the pieces are
@@ -38,11 +48,11 @@ func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn 
 	if err := c.authenticated(ctx); err != nil {
 		return err
 	}
-	return c.recv(ctx, want, n, nil, fn)
+	return c.recv(ctx, want, n, nil, fn, false)
 }
 
-// recv delivers into dst when it is non-nil, else through fn.
-func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byte, fn func(int, []byte) error) error {
+// recv delivers into dst when it is non-nil (past the caches with cold), else through fn.
+func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byte, fn func(int, []byte) error, cold bool) error {
 	if !atomic.CompareAndSwapInt32(&c.receiving, 0, 1) {
 		return fmt.Errorf("shm: recv from rank %d: %w: concurrent Recv calls on one link", c.peer, transport.ErrInvalid)
 	}
@@ -81,7 +91,7 @@ func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byt
 		c.in.release(c.tail)
 		return nil
 	}
-	return c.recvRing(ctx, n, dst, fn)
+	return c.recvRing(ctx, n, dst, fn, cold)
 }
 
 // readRecord waits for the next record, copies it to c.rec, checks it against what the
@@ -107,8 +117,9 @@ func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) (by
 }
 
 // recvRing copies (or streams) a kindData payload out of the ring, releasing each
-// piece as soon as it is consumed so the sender can reuse the space.
-func (c *conn) recvRing(ctx context.Context, n int, dst []byte, fn func(int, []byte) error) error {
+// piece as soon as it is consumed so the sender can reuse the space; a cold copy uses
+// non-temporal stores.
+func (c *conn) recvRing(ctx context.Context, n int, dst []byte, fn func(int, []byte) error, cold bool) error {
 	c.tail += recordBytes
 	padded := pad(n)
 	chunk := c.opts.ChunkBytes
@@ -121,7 +132,7 @@ func (c *conn) recvRing(ctx context.Context, n int, dst []byte, fn func(int, []b
 		take := len(p)
 		if real := min(take, n-off); real > 0 {
 			if dst != nil {
-				copy(dst[off:], p[:real])
+				copyStream(dst[off:], p[:real], cold)
 			} else if err := fn(off, p[:real]); err != nil {
 				return c.fail(err)
 			}

@@ -106,6 +106,15 @@ type Streamer interface {
 	RecvStream(ctx context.Context, want Header, n int, fn func(off int, p []byte) error) error
 }
 
+// ColdReceiver is an optional Conn ability: RecvCold is Recv for a destination the
+// caller will not read again soon (the last step of a collective larger than the
+// caches), which the link may write past the CPU caches (non-temporal stores): the
+// copy then skips reading each destination line before writing it, and leaves the
+// caches to what is read next. Its result is Recv's, byte for byte.
+type ColdReceiver interface {
+	RecvCold(ctx context.Context, want Header, buf []byte) error
+}
+
 // Eager is an optional Conn ability: a Send of at most EagerBytes() bytes returns
 // without the peer's Recv as long as no more than two such messages are unread on the
 // link (the peer's buffering holds them). It must give the same answer at both ends. A

@@ -23,6 +23,7 @@ type xfer struct {
 	finish bool   // recv: apply the op's Finish (Avg's division) to each chunk
 	wait   bool   // wait for one token from the other side before each chunk
 	signal bool   // give one token to the other side after each chunk
+	cold   bool   // recv: the caller will not read buf soon (algos.RecvCold)
 }
 
 // pipe runs a sender (to next) and a receiver (from prev) concurrently over their step
@@ -99,12 +100,7 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 			}
 			lo, hi := algos.Chunk(len(x.buf), pp.cs, i)
 			t := algos.Tag(algos.TagRing, pp.phase, msg)
-			var err error
-			if x.a != nil {
-				err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, x.buf[lo:hi], x.a[lo:hi])
-			} else {
-				err = algos.Recv(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
-			}
+			err := pp.recv(ctx, x, t, lo, hi)
 			if err == nil && x.finish {
 				err = reduce.Finish(a.DType, a.Op, x.buf[lo:hi], pp.p.Size())
 			}
@@ -212,12 +208,7 @@ func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
 			revUsed++
 		}
 		t := algos.Tag(algos.TagRing, pp.phase, got)
-		var err error
-		if x.a != nil {
-			err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, x.buf[lo:hi], x.a[lo:hi])
-		} else {
-			err = algos.Recv(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
-		}
+		err := pp.recv(ctx, x, t, lo, hi)
 		if err == nil && x.finish {
 			err = reduce.Finish(a.DType, a.Op, x.buf[lo:hi], pp.p.Size())
 		}
@@ -233,4 +224,16 @@ func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
 		}
 	}
 	return nil
+}
+
+// recv receives bytes [lo, hi) of step x from the previous rank under tag t: reduced
+// into x.buf with x.a, copied, or copied past the caches (x.cold).
+func (pp *pipe) recv(ctx context.Context, x xfer, t uint32, lo, hi int) error {
+	switch {
+	case x.a != nil:
+		return algos.RecvReduce(ctx, pp.p, pp.prev, t, pp.a.DType, pp.a.Op, x.buf[lo:hi], x.a[lo:hi])
+	case x.cold:
+		return algos.RecvCold(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
+	}
+	return algos.Recv(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -138,4 +139,74 @@ func bytesF32(b []byte) []float32 {
 		xs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return xs
+}
+
+// TestInterleavedTwoRanks: two ranks whose AllReduce output reaches the cold size run
+// the interleaved ring (allReduce2) with cold receives for the all-gather. With the
+// size lowered to 1 byte, the matrix's two-rank AllReduces that span several chunks
+// take that path (checked for one of them), against the serial reference, on serial
+// and pipelined ranks, each mixed with the other.
+func TestInterleavedTwoRanks(t *testing.T) {
+	defer ring.SetColdBytes(1)()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	interleaves := func(count int) bool {
+		a := &algos.Args{Kind: transport.KindAllReduce, DType: transport.Float32, Count: count, ChunkBytes: 1000}
+		var got [2]bool
+		require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
+			got[p.Rank()] = ring.Interleaves(p, a)
+			return nil
+		})))
+		require.Equal(t, got[0], got[1], "the ranks disagree")
+		return got[0]
+	}
+	require.True(t, interleaves(1000), "a 4000-byte AllReduce in 1000-byte chunks")
+	require.True(t, interleaves(501), "segments of 251 and 250 elements")
+	require.False(t, interleaves(500), "segments of one chunk")
+	for name, serial := range map[string]func(algos.Peers) bool{
+		"pipelined": func(algos.Peers) bool { return false },
+		"serial":    func(algos.Peers) bool { return true },
+		"mixed":     func(p algos.Peers) bool { return p.Rank() == 0 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer ring.SetSerialLarge(serial)()
+			algostest.Matrix(t, ring.Algorithm{}, algostest.Options{Worlds: []int{2}, Kinds: []transport.Kind{transport.KindAllReduce},
+				Counts: []int{0, 1, 7, 13, 1000, 1001}})
+		})
+	}
+}
+
+// TestInterleaveOrder: interleave lists every chunk of both steps once, each step's
+// chunks in order, and all-gather chunk j after reduce-scatter chunk j (the lag of
+// one) or after the last one.
+func TestInterleaveOrder(t *testing.T) {
+	require.Equal(t, []string{"s0", "g0", "s1", "g1", "s2", "g2"}, ring.Interleave(3, 3))
+	require.Equal(t, []string{"s0", "g0", "s1", "g1", "g2"}, ring.Interleave(2, 3))
+	for nrs := 1; nrs <= 6; nrs++ {
+		for _, nag := range []int{nrs - 1, nrs, nrs + 1} {
+			order := ring.Interleave(nrs, nag)
+			require.Len(t, order, nrs+nag)
+			pos := map[string]int{}
+			for i, o := range order {
+				pos[o] = i
+			}
+			for i := range nrs {
+				require.Contains(t, pos, fmt.Sprintf("s%d", i))
+				if i > 0 {
+					require.Less(t, pos[fmt.Sprintf("s%d", i-1)], pos[fmt.Sprintf("s%d", i)])
+				}
+			}
+			for j := range nag {
+				g := fmt.Sprintf("g%d", j)
+				require.Contains(t, pos, g)
+				require.Greater(t, pos[g], pos[fmt.Sprintf("s%d", min(j, nrs-1))], "%v", order)
+				if j > 0 {
+					require.Less(t, pos[fmt.Sprintf("g%d", j-1)], pos[g])
+				}
+			}
+		}
+	}
 }

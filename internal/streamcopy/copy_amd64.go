@@ -17,12 +17,17 @@ const streamMin = 4 << 10
 // as the built-in copy does. dst and src must not overlap. The streamed stores are
 // fenced (SFENCE) before it returns, so a store that publishes the copy comes after
 // them.
+//
+// A destination off a 32-byte boundary gets its first bytes, up to the boundary, from
+// the built-in copy, and streams from there.
 func Copy(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	m := n &^ 127
-	if useAVX && m >= streamMin && addr(dst)&31 == 0 {
-		copyNT(&dst[0], &src[0], m)
-		return m + copy(dst[m:n], src[m:n])
+	if !useAVX || n < streamMin {
+		return copy(dst, src)
 	}
-	return copy(dst, src)
+	h := int(-addr(dst) & 31) // bytes up to the first 32-byte boundary
+	m := (n - h) &^ 127
+	copy(dst[:h], src[:h])
+	copyNT(&dst[h], &src[h], m)
+	return h + m + copy(dst[h+m:n], src[h+m:n])
 }

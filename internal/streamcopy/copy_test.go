@@ -9,7 +9,7 @@ import (
 
 // TestCopy checks Copy against the built-in copy: lengths around the streaming bounds
 // (0, 1, odd, 4 KiB and its neighbours, blocks of 128 and not, 1 MiB + 3), destinations
-// aligned and not (which take the built-in path), a shorter source or destination; the
+// aligned and not (which copy their first bytes up to a 32-byte boundary), a shorter source or destination; the
 // guard bytes on both sides of the destination must stay as they were.
 func TestCopy(t *testing.T) {
 	const guard = 64

@@ -6,8 +6,8 @@
 // Run opens W endpoints in the calling process (ranks as goroutines, a MemStore for
 // rendezvous), connects every pair concurrently and checks message ordering, sizes from
 // 0 to 64 MiB with content checks, every pair at once, full-duplex traffic, header and
-// length mismatches, close and cancel semantics, the optional Streamer ability,
-// CanConnect symmetry and rejection of bad arguments:
+// length mismatches, close and cancel semantics, the optional Streamer and
+// ColdReceiver abilities, CanConnect symmetry and rejection of bad arguments:
 //
 //	func TestConformance(t *testing.T) {
 //		transporttest.Run(t, tcp.Transport{}, transporttest.Options{

@@ -200,6 +200,48 @@ func testStreamer(t *testing.T, tr transport.Transport, opt Options) {
 	})
 }
 
+// testColdReceiver: RecvCold (transport.ColdReceiver) delivers what Recv would, byte
+// for byte, at every size and at destinations that start off any alignment, and
+// checks the header as Recv does.
+func testColdReceiver(t *testing.T, tr transport.Transport, opt Options) {
+	conns := Mesh(t, tr, 2, opt)
+	cr, ok := conns[1][0].(transport.ColdReceiver)
+	if !ok {
+		t.Skipf("%s links do not implement transport.ColdReceiver", tr.Name())
+	}
+	sizes := append(Sizes(opt.MaxMessage), 4096, 64<<10+3, 256<<10+1, 3<<20+5)
+	for i, n := range sizes {
+		if n > opt.MaxMessage {
+			continue
+		}
+		for _, skew := range []int{0, 1, 13, 32} {
+			t.Run(fmt.Sprintf("%d+%d", n, skew), func(t *testing.T) {
+				ctx := opt.ctx(t)
+				h := Header(uint64(i*4+skew), n, 0)
+				want := Pattern(n, uint64(n)+uint64(skew))
+				var g group
+				g.Go(func() error { return conns[0][1].Send(ctx, h, want) })
+				// Guard bytes around the destination must stay as they were.
+				buf := Pattern(n+skew+64, 99)
+				guard := slices.Clone(buf)
+				got := buf[skew : skew+n]
+				require.NoError(t, cr.RecvCold(ctx, h, got))
+				require.NoError(t, g.Wait())
+				require.Empty(t, Diff(got, want))
+				require.Equal(t, guard[:skew], buf[:skew], "bytes before the destination")
+				require.Equal(t, guard[skew+n:], buf[skew+n:], "bytes after the destination")
+			})
+		}
+	}
+	t.Run("Mismatch", func(t *testing.T) {
+		conns := Mesh(t, tr, 2, opt)
+		cr := conns[1][0].(transport.ColdReceiver)
+		ctx := opt.ctx(t)
+		go func() { _ = conns[0][1].Send(ctx, Header(1, 50, 0), Pattern(50, 1)) }()
+		require.ErrorIs(t, cr.RecvCold(ctx, Header(2, 50, 0), make([]byte, 50)), transport.ErrMismatch)
+	})
+}
+
 // coverage checks that spans cover [0, n) exactly once.
 func coverage(spans [][2]int, n int) error {
 	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })

@@ -34,6 +34,7 @@ func Run(t *testing.T, tr transport.Transport, opt Options) {
 	if !opt.SkipStreamer {
 		t.Run("Streamer", func(t *testing.T) { testStreamer(t, tr, opt) })
 	}
+	t.Run("ColdReceiver", func(t *testing.T) { testColdReceiver(t, tr, opt) })
 }
 
 func (o Options) ctx(t testing.TB) context.Context {
