@@ -58,6 +58,18 @@ func MeshOf(links [][]transport.Conn) *Mesh {
 	return &Mesh{World: len(links), links: links}
 }
 
+// Wrap replaces every link with what f makes of it (f(rank, peer, link)), to slow or
+// break links in a test.
+func (m *Mesh) Wrap(f func(rank, peer int, c transport.Conn) transport.Conn) {
+	for r, row := range m.links {
+		for p, c := range row {
+			if c != nil {
+				row[p] = f(r, p, c)
+			}
+		}
+	}
+}
+
 // Close closes every link.
 func (m *Mesh) Close() {
 	for r := range m.links {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/reduce"
+	"github.com/goccl/goccl/internal/streamcopy"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -24,6 +25,7 @@ type xfer struct {
 	wait   bool   // wait for one token from the other side before each chunk
 	signal bool   // give one token to the other side after each chunk
 	cold   bool   // recv: the caller will not read buf soon (algos.RecvCold)
+	also   []byte // recv: after the chunk lands in buf, copy it here too, past the caches
 }
 
 // pipe runs a sender (to next) and a receiver (from prev) concurrently over their step
@@ -38,6 +40,7 @@ type pipe struct {
 	cs         int   // chunk size in bytes
 	eager      int   // algos.EagerLimit of the links
 	whole      bool  // serial: every step is one message (see serialOK)
+	chunked    bool  // every step is one chunk already (allReduce2): not a reason to run serially
 	phase      uint8 // tag phase, distinct per collective shape
 }
 
@@ -88,7 +91,6 @@ func (pp *pipe) sender(ctx context.Context, steps []xfer, fwd, rev *algos.Progre
 }
 
 func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Progress) error {
-	a := pp.a
 	msg, waited := 0, 0
 	for s, x := range steps {
 		for i := range algos.NumChunks(len(x.buf), pp.cs) {
@@ -100,11 +102,7 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 			}
 			lo, hi := algos.Chunk(len(x.buf), pp.cs, i)
 			t := algos.Tag(algos.TagRing, pp.phase, msg)
-			err := pp.recv(ctx, x, t, lo, hi)
-			if err == nil && x.finish {
-				err = reduce.Finish(a.DType, a.Op, x.buf[lo:hi], pp.p.Size())
-			}
-			if err != nil {
+			if err := pp.recv(ctx, x, t, lo, hi); err != nil {
 				return fmt.Errorf("step %d chunk %d: %w", s, i, err)
 			}
 			msg++
@@ -130,9 +128,10 @@ func (pp *pipe) receiver(ctx context.Context, steps []xfer, fwd, rev *algos.Prog
 //     a serial rank and a pipelined one understand each other and the choice may be
 //     local: serial when the chunk is at most the eager size and this rank's runtime has
 //     one P (the launcher's GOMAXPROCS = cores / ranks), where a sender and a receiver
-//     goroutine could only take turns on it.
+//     goroutine could only take turns on it. Steps that are one chunk each (pp.chunked)
+//     are large steps cut up by the algorithm, and are decided so too.
 func (pp *pipe) serialOK(sends, recvs []xfer) bool {
-	pp.whole = true
+	pp.whole = !pp.chunked
 	for _, list := range [2][]xfer{sends, recvs} {
 		for _, x := range list {
 			if len(x.buf) > pp.eager {
@@ -172,7 +171,6 @@ const serialAhead = 2
 // receiver: the k-th wait still matches the k-th signal, and message k on a link is the
 // same chunk of the same step at both ends.
 func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
-	a := pp.a
 	var fwd, rev, fwdUsed, revUsed int // tokens given and taken, as in run
 	si, sc, ri, rc := 0, 0, 0, 0       // next send and receive: step and chunk in it
 	sent, got := 0, 0                  // messages so far, which number the tags
@@ -208,11 +206,7 @@ func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
 			revUsed++
 		}
 		t := algos.Tag(algos.TagRing, pp.phase, got)
-		err := pp.recv(ctx, x, t, lo, hi)
-		if err == nil && x.finish {
-			err = reduce.Finish(a.DType, a.Op, x.buf[lo:hi], pp.p.Size())
-		}
-		if err != nil {
+		if err := pp.recv(ctx, x, t, lo, hi); err != nil {
 			return fmt.Errorf("step %d chunk %d: %w", ri, rc, err)
 		}
 		if x.signal {
@@ -229,11 +223,21 @@ func (pp *pipe) serial(ctx context.Context, sends, recvs []xfer) error {
 // recv receives bytes [lo, hi) of step x from the previous rank under tag t: reduced
 // into x.buf with x.a, copied, or copied past the caches (x.cold).
 func (pp *pipe) recv(ctx context.Context, x xfer, t uint32, lo, hi int) error {
+	a, buf := pp.a, x.buf[lo:hi]
+	var err error
 	switch {
 	case x.a != nil:
-		return algos.RecvReduce(ctx, pp.p, pp.prev, t, pp.a.DType, pp.a.Op, x.buf[lo:hi], x.a[lo:hi])
+		err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, buf, x.a[lo:hi])
 	case x.cold:
-		return algos.RecvCold(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
+		err = algos.RecvCold(ctx, pp.p, pp.prev, t, buf)
+	default:
+		err = algos.Recv(ctx, pp.p, pp.prev, t, buf)
 	}
-	return algos.Recv(ctx, pp.p, pp.prev, t, x.buf[lo:hi])
+	if err == nil && x.finish {
+		err = reduce.Finish(a.DType, a.Op, buf, pp.p.Size())
+	}
+	if err == nil && x.also != nil {
+		streamcopy.Copy(x.also[lo:hi], buf)
+	}
+	return err
 }

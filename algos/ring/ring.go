@@ -267,8 +267,13 @@ func interleaves(pp *pipe) bool {
 // step order the all-gather sends its first chunk a whole segment after the reduce
 // that completed it, and reads it back from memory; interleaved, each all-gather chunk
 // follows the reduce-scatter chunk of the same index, and goes out while the reduce's
-// output is still in the cache. Its receives of the all-gather are cold
-// (the call's output; from coldBytes only). BENCHMARKS.md, "Speed", 26.
+// output is still in the cache. Out of place, the reduce writes each chunk into one
+// of two chunk-sized scratch slots, the all-gather sends it from there, and the chunk
+// is copied into Recv past the caches (xfer.also): Recv's lines are then written
+// without being read first, which a reduce straight into Recv cannot avoid. The
+// all-gather's receives are cold (the call's output; from coldBytes only). A slot is
+// reused for chunk j+2 once chunk j has been sent (the tokens). BENCHMARKS.md,
+// "Speed", 26.
 func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	a, r, cs := pp.a, pp.p.Rank(), pp.cs
 	span := func(i int) xrange { lo, hi := seg(i); return xrange{pp, lo, hi} }
@@ -278,20 +283,34 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	nm, nt := algos.NumChunks(mine.n(), cs), algos.NumChunks(theirs.n(), cs)
 	sends := make([]xfer, 0, nm+nt)
 	recvs := make([]xfer, 0, nm+nt)
+	var slots []byte // out of place: two chunks
+	if !inPlace(a) {
+		slots = algos.GetScratch(2 * cs)
+		defer algos.PutScratch(slots)
+	}
+	slot := func(j int) []byte { return slots[j%2*cs:][:len(theirs.of(a.Recv, j))] }
 	interleave(nm, nt, func(rs bool, i int) {
-		if rs {
+		switch {
+		case rs:
 			sends = append(sends, xfer{buf: mine.of(a.Send, i)})
-		} else {
+		case slots != nil:
+			sends = append(sends, xfer{buf: slot(i), wait: true, signal: true})
+		default:
 			sends = append(sends, xfer{buf: theirs.of(a.Recv, i), wait: true})
 		}
 	})
 	interleave(nt, nm, func(rs bool, i int) {
-		if rs {
+		switch {
+		case rs && slots != nil:
+			recvs = append(recvs, xfer{buf: slot(i), a: theirs.of(a.Send, i), finish: true, signal: true,
+				wait: i >= 2, also: theirs.of(a.Recv, i)})
+		case rs:
 			recvs = append(recvs, xfer{buf: theirs.of(a.Recv, i), a: theirs.of(a.Send, i), finish: true, signal: true})
-		} else {
+		default:
 			recvs = append(recvs, xfer{buf: mine.of(a.Recv, i), cold: true})
 		}
 	})
+	pp.chunked = true
 	return pp.run(ctx, sends, recvs)
 }
 
@@ -329,4 +348,9 @@ func interleave(nrs, nag int, fn func(rs bool, i int)) {
 			j++
 		}
 	}
+}
+
+// inPlace reports whether a's Send and Recv are one buffer.
+func inPlace(a *algos.Args) bool {
+	return len(a.Send) > 0 && len(a.Recv) > 0 && &a.Send[0] == &a.Recv[0]
 }

@@ -210,3 +210,39 @@ func TestInterleaveOrder(t *testing.T) {
 		}
 	}
 }
+
+// slowSender delays every Send, so that its rank's receiver runs ahead of its sender.
+type slowSender struct {
+	transport.Conn
+	d time.Duration
+}
+
+func (s slowSender) Send(ctx context.Context, h transport.Header, p []byte) error {
+	time.Sleep(s.d)
+	return s.Conn.Send(ctx, h, p)
+}
+
+// TestInterleavedSlotsWithSlowSends: out of place, allReduce2 reduces into two scratch
+// slots that the all-gather sends from. With the sends slowed and the sender and
+// receiver on goroutines of their own, a receiver that reused a slot before its chunk
+// went out would send the wrong bytes.
+func TestInterleavedSlotsWithSlowSends(t *testing.T) {
+	defer ring.SetColdBytes(1)()
+	defer ring.SetSerialLarge(func(algos.Peers) bool { return false })()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	// Rank 1's sends are slowed: its receiver gets rank 0's next reduce-scatter chunk
+	// while its sender still holds the all-gather chunk before it.
+	m.Wrap(func(r, _ int, c transport.Conn) transport.Conn {
+		return slowSender{c, time.Duration(r) * time.Millisecond}
+	})
+	for i, n := range []int{1000, 1001, 1999} {
+		for _, op := range []transport.Op{transport.Sum, transport.Avg} {
+			c := algostest.Case{Kind: transport.KindAllReduce, DType: transport.Float32, Op: op, Count: n, ChunkBytes: 200, Seed: uint64(i)}
+			require.NoError(t, c.Check(ctx, m, ring.Algorithm{}.Run), "%v", c)
+		}
+	}
+}
