@@ -252,12 +252,12 @@ func reduceChain(ctx context.Context, pp *pipe) error {
 var coldBytes = algos.ColdBytes
 
 // interleaves reports whether a two-rank AllReduce runs allReduce2: when a segment
-// spans several chunks and the links take a chunk eagerly, so that the pipeline
-// usually runs on one goroutine (pipe.serialOK). Every rank decides alike (the chunk
-// and eager sizes are agreed at Init), so both send their messages in one order. Over
-// tcp, whose chunks exceed the eager size and which runs a sender and a receiver
-// goroutine, the step order keeps more in flight and was faster (17.4 against 21.6 ms
-// at 64 MiB); it keeps it.
+// spans several chunks and the links take a chunk eagerly (so a rank with one P runs
+// the pipeline on its own goroutine, pipe.serialOK). Every rank decides alike (the
+// chunk and eager sizes are agreed at Init), so both send their messages in one order.
+// Over tcp, whose chunks exceed the eager size and which always runs a sender and a
+// receiver goroutine, the step order keeps more in flight and was faster (17.4 against
+// 21.6 ms at 64 MiB); it keeps it.
 func interleaves(pp *pipe) bool {
 	a := pp.a
 	return pp.p.Size() == 2 && pp.cs <= pp.eager && (a.Count-a.Count/2)*a.DType.Size() > pp.cs
@@ -272,8 +272,9 @@ func interleaves(pp *pipe) bool {
 // is copied into Recv past the caches (xfer.also): Recv's lines are then written
 // without being read first, which a reduce straight into Recv cannot avoid. The
 // all-gather's receives are cold (the call's output; from coldBytes only). A slot is
-// reused for chunk j+2 once chunk j has been sent (the tokens). BENCHMARKS.md,
-// "Speed", 26.
+// reused for chunk j+2 once chunk j has been sent: the order already implies it (the
+// peer's chunk j+2 comes after this rank's chunk j+1, which goes after chunk j's
+// all-gather), and a token makes it explicit. BENCHMARKS.md, "Speed", 26.
 func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	a, r, cs := pp.a, pp.p.Rank(), pp.cs
 	span := func(i int) xrange { lo, hi := seg(i); return xrange{pp, lo, hi} }
