@@ -17,8 +17,11 @@ const (
 	// message leaves in one write; larger ones go out with writev, without a copy.
 	smallCopy = 16 << 10
 	// streamPiece is the scratch a socket streams a large message through: big enough
-	// that fn's per-piece cost vanishes, small enough to stay in L2 beside fn's operands.
-	streamPiece = 128 << 10
+	// that fn's per-piece cost and the reads' system calls vanish, small enough to stay
+	// in the caches beside fn's operands. 512 KiB against 128: a 64 MiB AllReduce at 2
+	// ranks 8-10 % faster in three A/Bs, at 4 ranks 4 % (4 MiB: 8 %) (BENCHMARKS.md,
+	// "Speed", 26).
+	streamPiece = 512 << 10
 	// readBuf sizes socket 0's reader, so a small message's header and payload arrive
 	// with one read; larger reads bypass it and land in the caller's buffer.
 	readBuf = 64 << 10
