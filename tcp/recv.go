@@ -75,7 +75,7 @@ func (c *conn) readHeader(want transport.Header, n int) error {
 	return f.Check(c.self, c.peer, want, n)
 }
 
-// RecvStream implements transport.Streamer: pieces of at most 128 KiB are handed to fn
+// RecvStream implements transport.Streamer: pieces of at most streamPiece are handed to fn
 // as they arrive, in the calling goroutine, each cut on a 64-byte boundary of the message.
 func (c *conn) RecvStream(ctx context.Context, want transport.Header, n int, fn func(off int, p []byte) error) error {
 	if n < 0 {
