@@ -73,6 +73,7 @@ func newConn(e *endpoint, seg *segment, peer transport.PeerInfo, pid int) *conn 
 	}
 	c.attached.Store(!seg.creator)
 	c.samePid = pid == os.Getpid()
+	c.out.race, c.in.race = raceToken(seg.path, side), raceToken(seg.path, 1-side)
 	e.links.Add(1)
 	c.desc = fmt.Sprintf("shm rank %d <-> rank %d (pid %d) via %s, rings 2x%d KiB, chunk %d KiB, single-copy %s from %d B, stream stores %s",
 		c.self, c.peer, pid, seg.path, seg.ring>>10, e.opts.ChunkBytes>>10, e.opts.SingleCopy, e.opts.SingleCopyMin, e.opts.StreamStores)
@@ -184,6 +185,7 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 	f := transport.Frame{Header: h, Len: uint64(n)}
 	f.Encode(rec)
 	copy(rec[recInline:], payload)
+	raceRelease(c.out.race)
 	storeRelease64(c.out.stampWord(c.head), stamp(c.head, kindInline))
 	c.head += recordBytes
 	return true, nil
@@ -296,6 +298,7 @@ func (c *conn) waitData(ctx context.Context, need uint64) (uint64, error) {
 		c.headSeen = atomic.LoadUint64(head)
 		return c.headSeen >= c.tail+need
 	}, c.in.dataSeq, c.in.consWaiting)
+	raceAcquire(c.in.race)
 	if c.headSeen < c.tail {
 		return 0, err
 	}
@@ -312,6 +315,7 @@ func (c *conn) waitRecord(ctx context.Context) (byte, error) {
 		got = atomic.LoadUint64(word)
 		return got>>8 == want
 	}, c.in.dataSeq, c.in.consWaiting)
+	raceAcquire(c.in.race)
 	return byte(got), err
 }
 
@@ -515,6 +519,7 @@ func (c *conn) Close() error {
 		c.unmapped = true
 		c.seg.unmap()
 		c.mapMu.Unlock()
+		raceForget(c.seg.path)
 		c.watch.close()
 		c.links.Add(-1)
 	})

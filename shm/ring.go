@@ -32,6 +32,7 @@ type ring struct {
 	data        []byte
 	size        uint64
 	mask        uint64
+	race        *uint64 // race builds: see race_on.go (nil otherwise)
 }
 
 // Record layout and kinds.
@@ -121,11 +122,13 @@ func (r *ring) stampWord(pos uint64) *uint64 {
 // which completes it for the consumer. Records never straddle the ring's end.
 func (r *ring) putRecord(pos uint64, rec *[recordBytes]byte, kind byte) {
 	copy(r.data[pos&r.mask:], rec[:])
+	raceRelease(r.race)
 	atomic.StoreUint64(r.stampWord(pos), stamp(pos, kind))
 }
 
 // publish makes everything before head visible to the consumer.
 func (r *ring) publish(head uint64) {
+	raceRelease(r.race)
 	atomic.StoreUint64(r.head, head)
 	if atomic.LoadUint32(r.consWaiting) != 0 {
 		atomic.AddUint32(r.dataSeq, 1)
