@@ -85,8 +85,8 @@ func Recv(ctx context.Context, p Peers, peer int, tag uint32, buf []byte) error 
 // with RecvCold: the first of such an output has left the caches by the time the call
 // returns anyway, and writing it past them saves reading every destination line before
 // it is written. On the 2-core VM a 2-rank AllReduce over shm was 1-4 % slower with
-// it at 16 MiB (three A/Bs) and 10-12 % faster at 32-128 MiB (BENCHMARKS.md, "Speed",
-// 26).
+// it at 16 MiB (three A/Bs) and 10-12 % faster at 32 and 48 MiB (BENCHMARKS.md,
+// "Speed", 26).
 const ColdBytes = 32 << 20
 
 // RecvCold is Recv for a destination the caller will not read again soon: through

@@ -23,20 +23,22 @@ const scPiece = 256 << 10
 // as the sender publishes it (or, for a single-copy message, reading straight from the
 // sender's memory into buf).
 func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
-	if err := c.authenticated(ctx); err != nil {
-		return err
-	}
-	return c.recv(ctx, want, len(buf), buf, nil, false)
+	return c.recvInto(ctx, want, buf, false)
 }
 
 // RecvCold implements transport.ColdReceiver: Recv, with a ring message's payload
 // copied out with non-temporal stores (internal/streamcopy). A single-copy or inline
 // message is received as by Recv.
 func (c *conn) RecvCold(ctx context.Context, want transport.Header, buf []byte) error {
+	return c.recvInto(ctx, want, buf, true)
+}
+
+// recvInto is Recv and RecvCold.
+func (c *conn) recvInto(ctx context.Context, want transport.Header, buf []byte, cold bool) error {
 	if err := c.authenticated(ctx); err != nil {
 		return err
 	}
-	return c.recv(ctx, want, len(buf), buf, nil, true)
+	return c.recv(ctx, want, len(buf), buf, nil, cold)
 }
 
 // RecvStream hands the next message to fn in pieces. For ring messages the pieces are

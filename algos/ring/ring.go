@@ -285,7 +285,7 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	sends := make([]xfer, 0, nm+nt)
 	recvs := make([]xfer, 0, nm+nt)
 	var slots []byte // out of place: two chunks
-	if !inPlace(a) {
+	if !algos.SameMemory(a.Send, a.Recv) {
 		slots = algos.GetScratch(2 * cs)
 		defer algos.PutScratch(slots)
 	}
@@ -349,9 +349,4 @@ func interleave(nrs, nag int, fn func(rs bool, i int)) {
 			j++
 		}
 	}
-}
-
-// inPlace reports whether a's Send and Recv are one buffer.
-func inPlace(a *algos.Args) bool {
-	return len(a.Send) > 0 && len(a.Recv) > 0 && &a.Send[0] == &a.Recv[0]
 }
