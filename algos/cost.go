@@ -44,6 +44,10 @@ type CostModel struct {
 	Gamma      float64       // bytes per second the reduce kernel combines (0 = free)
 	ChunkBytes int           // the pipelining unit algorithms use (0 = DefaultChunkBytes)
 	Cores      int           // CPU cores a host's ranks share (0 = a core per rank)
+	// Polls says that a rank waiting for a message polls its links (shm, in-process)
+	// instead of sleeping in the kernel (tcp): when ranks outnumber the cores, the
+	// busiest rank then shares its core with ranks that wait, and its messages stretch.
+	Polls bool
 	// EagerBytes is the largest message the links take without a running receive
 	// (transport.Eager, algos.EagerLimit; 0 = EagerBytes): every algorithm runs steps up
 	// to that size in the caller's goroutine, and above it on the pipelined path.
@@ -83,7 +87,7 @@ func HostModel(intra, inter CostModel, l Layout) CostModel {
 var (
 	TCPModel = CostModel{Overhead: 10450 * time.Nanosecond, Beta: 2.58e9, Gamma: 10e9, EagerBytes: 1 << 20}
 	ShmModel = CostModel{Call: 400 * time.Nanosecond, Alpha: 2500 * time.Nanosecond, Overhead: 740 * time.Nanosecond,
-		Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9, EagerBytes: 1 << 20}
+		Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9, EagerBytes: 1 << 20, Polls: true}
 )
 
 // RDDirectMax is the largest world whose small AllReduce algos/rd runs as one direct
@@ -178,12 +182,23 @@ func (m CostModel) o() float64 { return m.Overhead.Seconds() }
 // load is the time for the per-message and per-byte work of a call: the busiest
 // rank's messages, link traffic and reduction, or, when ranks outnumber the cores,
 // every rank's spread over the cores, whichever is longer. Messages count at both
-// ends (a send and its receive are two). (The maxima are taken apart so the time
-// stays linear in Overhead, 1/Beta and 1/Gamma, which internal/tune's fit relies on.)
+// ends (a send and its receive are two). When ranks outnumber the cores and waiting
+// ranks poll (Polls), the busiest rank's messages also stretch by W/Cores: its core is
+// shared with peers that spin or yield while they wait for it. This prices an uneven
+// algorithm (naive's root, the tree's inner ranks) above an even one with as many
+// messages in all, as measured over shm at 4 ranks on 2 cores (naive 5 us slower per
+// call than rd's direct exchange at 2-8 KiB, where the model had them within 1 us:
+// BENCHMARKS.md, "Speed", 27); an even algorithm's two terms are equal. Over tcp, whose
+// waiting ranks sleep in the kernel, naive stayed 1.1-1.6x faster than rd there, and
+// nothing stretches. (The maxima are taken apart so the time stays linear in Overhead,
+// 1/Beta and 1/Gamma, which internal/tune's fit relies on.)
 func (m CostModel) load(w int, msgs, msgsAll, wire, wireAll, red, redAll float64) float64 {
 	if m.Cores > 0 && w > m.Cores {
-		c := float64(m.Cores)
-		msgs, wire, red = max(msgs, msgsAll/c), max(wire, wireAll/c), max(red, redAll/c)
+		c, busiest := float64(m.Cores), msgs
+		if m.Polls {
+			busiest *= m.stretch(w)
+		}
+		msgs, wire, red = max(busiest, msgsAll/c), max(wire, wireAll/c), max(red, redAll/c)
 	}
 	return msgs*m.o() + m.wire(wire) + m.red(red)
 }

@@ -101,6 +101,33 @@ func TestPredictOversubscribed(t *testing.T) {
 	}
 }
 
+// TestPredictPolls: where waiting ranks poll, the busiest rank's messages stretch by
+// W/cores. The ring's ranks all do the same, so it is priced as before; naive's root
+// handles 2(W-1) messages plus a leaf's 2, so an 8-byte naive AllReduce costs
+// (2W x W/2 - 2W) messages more at 2 cores (its 4(W-1) messages over 2 cores were less).
+func TestPredictPolls(t *testing.T) {
+	two := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: 1e9, Gamma: 2e9, Cores: 2}
+	polls := two
+	polls.Polls = true
+	for _, w := range []int{2, 3, 4, 8} {
+		r0, err := two.Predict("ring", transport.KindAllReduce, 1<<20, w)
+		require.NoError(t, err)
+		r1, err := polls.Predict("ring", transport.KindAllReduce, 1<<20, w)
+		require.NoError(t, err)
+		require.InDelta(t, r0.Seconds(), r1.Seconds(), 1e-9, "ring, w=%d", w)
+		n0, err := two.Predict("naive", transport.KindAllReduce, 8, w)
+		require.NoError(t, err)
+		n1, err := polls.Predict("naive", transport.KindAllReduce, 8, w)
+		require.NoError(t, err)
+		wf := float64(w)
+		want := 0.0
+		if w > 2 {
+			want = (wf*wf - 2*wf) * 1e-6
+		}
+		require.InDelta(t, want, (n1 - n0).Seconds(), 1e-9, "naive, w=%d", w)
+	}
+}
+
 func TestPredictShape(t *testing.T) {
 	m := algos.TCPModel
 	for _, name := range []string{"ring", "tree", "naive"} {

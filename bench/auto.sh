@@ -7,7 +7,7 @@
 # round, after a warm-up report that is thrown away; the summary takes medians over
 # rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
 #
-#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 2-4 min per round
+#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 4-6 min per round
 #
 # With TUNE=1 it first calibrates per rank count (`goccl tune --np N --transport shm`, to
 # OUTDIR/tune-N.json, unless TUNE_DIR names a folder that has them) and runs every sweep
@@ -58,10 +58,12 @@ case $COLL in
   reduce) ALGOS=(auto ring tree naive) ;;
   *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather, reduce_scatter, broadcast or reduce" >&2; exit 2 ;;
 esac
-# sizes as three sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests).
-# --span 128M moves every sweep's buffers through 128 MiB, as the one sweep 8 B..128 MiB
-# does (without it the first two sweeps ran from the cache: BENCHMARKS.md, "Speed", 20).
-SWEEPS=("8 64K 1000 100" "128K 4M 30 3" "8M 128M 5 1")
+# sizes as five sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests),
+# so that every size times at least ~5 ms at 2 ranks (with 30 iterations from 128 KiB,
+# 1-2 ms, one stall of the VM made one report 2-3x its neighbours': BENCHMARKS.md,
+# "Speed", 27). --span 128M moves every sweep's buffers through 128 MiB, as the one sweep
+# 8 B..128 MiB does (without it the first sweeps ran from the cache: "Speed", 20).
+SWEEPS=("8 64K 1000 100" "128K 1M 200 20" "2M 4M 40 4" "8M 16M 16 2" "32M 128M 5 1")
 SPAN=128M
 FIRST=${FIRST_ROUND:-1}
 for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do

@@ -80,7 +80,9 @@ func (m Model) Cost() algos.CostModel {
 func (f File) CostModels() Models {
 	out := Models{}
 	for name, m := range f.Models {
-		out[name] = m.Cost()
+		c := m.Cost()
+		c.Polls = builtin(name).Polls // how the transport waits, not a measurement
+		out[name] = c
 	}
 	return out
 }
@@ -198,7 +200,7 @@ func Refit(files []File) (File, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		m, worst, err := FitSets(sets[name], Shape{ChunkBytes: chunk[name], Cores: runtime.NumCPU(), EagerBytes: eager[name]})
+		m, worst, err := FitSets(sets[name], ShapeOf(name, chunk[name], runtime.NumCPU(), eager[name]))
 		if err != nil {
 			return File{}, fmt.Errorf("tune: transport %s: %w", name, err)
 		}

@@ -29,18 +29,26 @@ const (
 )
 
 // Shape is what a fit holds fixed: the communicator's pipelining unit (0 = the
-// default), the CPU cores its ranks share (0 = a core each) and its links' eager size
-// (0 = algos.EagerBytes), all of which change the formulas' coefficients, not the
-// parameters.
+// default), the CPU cores its ranks share (0 = a core each), its links' eager size
+// (0 = algos.EagerBytes) and whether waiting ranks poll (algos.CostModel.Polls), all of
+// which change the formulas' coefficients, not the parameters.
 type Shape struct {
 	ChunkBytes, Cores, EagerBytes int
+	Polls                         bool
+}
+
+// ShapeOf is the Shape of a fit of the named transport's samples, with Polls as its
+// built-in model has it (shm and the in-process transport).
+func ShapeOf(name string, chunk, cores, eager int) Shape {
+	return Shape{ChunkBytes: chunk, Cores: cores, EagerBytes: eager, Polls: builtin(name).Polls}
 }
 
 // tiny is the model every unit model adds to: a per-message overhead of 1 ns (a zero
 // one would default to Alpha/8, see algos.CostModel) and infinitely fast links. Its
 // own prediction is subtracted again.
 func tiny(s Shape) algos.CostModel {
-	return algos.CostModel{Overhead: time.Nanosecond, Beta: math.Inf(1), ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes}
+	return algos.CostModel{Overhead: time.Nanosecond, Beta: math.Inf(1), ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes,
+		Polls: s.Polls}
 }
 
 // coefficients returns how much of p's predicted time each parameter buys: seconds per
@@ -125,7 +133,7 @@ func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
 	}
 	dur := func(sec float64) time.Duration { return time.Duration(math.Round(sec * 1e9)) }
 	m := algos.CostModel{Call: dur(x[pCall]), Alpha: dur(x[pAlpha]), Overhead: dur(x[pOverhead]), Async: dur(x[pAsync]),
-		Beta: 1e9 / x[pBeta], ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes}
+		Beta: 1e9 / x[pBeta], ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes, Polls: s.Polls}
 	if m.Overhead <= 0 {
 		m.Overhead = time.Nanosecond // measured as negligible, not "unset" (which means Alpha/8)
 	}

@@ -193,7 +193,7 @@ func Calibrate(ctx context.Context, c Comm, opts Options) (Result, error) {
 	if o.EagerBytes <= 0 {
 		o.EagerBytes = builtin(name).EagerBytes
 	}
-	m, worst, err := Fit(pts, w, Shape{ChunkBytes: o.ChunkBytes, Cores: o.Cores, EagerBytes: o.EagerBytes})
+	m, worst, err := Fit(pts, w, ShapeOf(name, o.ChunkBytes, o.Cores, o.EagerBytes))
 	if err != nil {
 		return Result{}, err
 	}

@@ -24,6 +24,7 @@ import (
 type params struct {
 	call, alpha, overhead, async, beta, gamma float64
 	cores                                     int
+	polls                                     bool // waiting ranks poll: the busiest rank's messages stretch too
 }
 
 const eager, chunk = 16 << 10, 512 << 10
@@ -31,7 +32,9 @@ const eager, chunk = 16 << 10, 512 << 10
 func chunksOf(n float64) float64 { return max(1, math.Ceil(n/chunk)) }
 
 // hop is one dependent hop; load the bytes term, the busiest rank's bytes or all
-// ranks' spread over the cores, whichever is longer.
+// ranks' spread over the cores, whichever is longer, and the messages term likewise,
+// with the busiest rank's messages stretched by W/cores when ranks outnumber cores and
+// waiting ranks poll.
 func (p params) hop(w int, pipelined bool) float64 {
 	h := p.alpha
 	if pipelined {
@@ -46,6 +49,9 @@ func (p params) hop(w int, pipelined bool) float64 {
 func (p params) load(w int, msgs, msgsAll, wire, wireAll, red, redAll float64) float64 {
 	if p.cores > 0 && w > p.cores {
 		c := float64(p.cores)
+		if p.polls {
+			msgs *= float64(w) / c
+		}
 		msgs, wire, red = max(msgs, msgsAll/c), max(wire, wireAll/c), max(red, redAll/c)
 	}
 	return msgs*p.overhead + wire/p.beta + red/p.gamma
@@ -106,15 +112,17 @@ func TestFitRecoversModel(t *testing.T) {
 		p     params
 		world int
 	}{
-		{"shm-like w2", params{3e-6, 2e-6, 0.5e-6, 30e-6, 6e9, 8e9, 0}, 2},
-		{"tcp-like w4", params{5e-6, 30e-6, 3e-6, 60e-6, 1.2e9, 6e9, 0}, 4},
-		{"slow w3", params{1e-4, 1e-3, 1e-4, 1e-3, 1e8, 1e9, 0}, 3},
-		{"oversubscribed w4 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2}, 4},
-		{"oversubscribed w3 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2}, 3},
+		{"shm-like w2", params{3e-6, 2e-6, 0.5e-6, 30e-6, 6e9, 8e9, 0, false}, 2},
+		{"tcp-like w4", params{5e-6, 30e-6, 3e-6, 60e-6, 1.2e9, 6e9, 0, false}, 4},
+		{"slow w3", params{1e-4, 1e-3, 1e-4, 1e-3, 1e8, 1e9, 0, false}, 3},
+		{"oversubscribed w4 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2, false}, 4},
+		{"oversubscribed w3 on 2 cores", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2, false}, 3},
+		{"oversubscribed w4 on 2 cores, polling", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2, true}, 4},
+		{"oversubscribed w3 on 2 cores, polling", params{2e-6, 10e-6, 2e-6, 40e-6, 4e9, 5e9, 2, true}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pts := samples(tc.p, tc.world, exact)
-			m, worst, err := tune.Fit(pts, tc.world, tune.Shape{Cores: tc.p.cores})
+			m, worst, err := tune.Fit(pts, tc.world, tune.Shape{Cores: tc.p.cores, Polls: tc.p.polls})
 			require.NoError(t, err)
 			require.Less(t, worst, 0.01, "the samples follow the model exactly")
 			require.InEpsilon(t, tc.p.call, m.Call.Seconds(), 0.02, "call")
@@ -137,7 +145,7 @@ func TestFitRecoversModel(t *testing.T) {
 // TestFitNoisy: +-5% noise on every sample still predicts every sample within 15%, and
 // the terms that dominate somewhere (alpha at 8 B, beta at 64 MiB) within 25%.
 func TestFitNoisy(t *testing.T) {
-	p := params{2e-6, 10e-6, 1e-6, 40e-6, 2e9, 5e9, 0}
+	p := params{2e-6, 10e-6, 1e-6, 40e-6, 2e9, 5e9, 0, false}
 	const w = 3
 	noise := func(i int) float64 { return 1 + 0.05*math.Sin(float64(i*7+1)) } // deterministic, both signs
 	pts := samples(p, w, noise)
@@ -175,7 +183,7 @@ func TestSaveLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "models.json")
 	shm := algos.CostModel{Call: 700 * time.Nanosecond, Alpha: 1500 * time.Nanosecond, Overhead: 300 * time.Nanosecond,
-		Async: 25 * time.Microsecond, Beta: 6e9, Gamma: 9e9, Cores: 2}
+		Async: 25 * time.Microsecond, Beta: 6e9, Gamma: 9e9, Cores: 2, Polls: true}
 	f := tune.NewFile(tune.Models{"shm": shm, "tcp": {Alpha: 20 * time.Microsecond, Beta: 1e9}}, 4)
 	require.NoError(t, tune.Save(path, f))
 	got, err := tune.Load(path)
@@ -193,7 +201,7 @@ func TestSaveLoad(t *testing.T) {
 	require.NoError(t, os.WriteFile(v1, []byte(`{"version": 1, "world": 2, "models": {"shm": {"alpha_ns": 1000, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`), 0o644))
 	old, err := tune.Load(v1)
 	require.NoError(t, err)
-	require.Equal(t, algos.CostModel{Alpha: time.Microsecond, Beta: 1e9}, old.CostModels()["shm"])
+	require.Equal(t, algos.CostModel{Alpha: time.Microsecond, Beta: 1e9, Polls: true}, old.CostModels()["shm"])
 
 	bad := map[string]string{
 		"version":     `{"version": 7, "world": 2, "models": {"shm": {"alpha_ns": 1, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
@@ -345,7 +353,7 @@ func TestCalibrateRejects(t *testing.T) {
 // TestRefit fits one model to samples of three world sizes generated from one set of
 // parameters, and gets those parameters back; a file without samples is refused.
 func TestRefit(t *testing.T) {
-	p := params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, runtime.NumCPU()}
+	p := params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, runtime.NumCPU(), true}
 	var files []tune.File
 	for _, w := range []int{2, 3, 4} {
 		f := tune.NewFile(tune.Models{"shm": {Alpha: time.Second, Beta: 1}}, w) // the old model is ignored
@@ -446,7 +454,7 @@ func TestFitStaged(t *testing.T) {
 func TestStagedRangeFile(t *testing.T) {
 	dir := t.TempDir()
 	f := tune.NewFile(tune.Models{"shm": algos.ShmModel}, 2)
-	f.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2}, 2, func(int) float64 { return 1 })}
+	f.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2, true}, 2, func(int) float64 { return 1 })}
 	f.Staged = []tune.StagedRange{{World: 2, MinBytes: 65537, MaxBytes: 4 << 20, Samples: []tune.Point{{Algo: "staged", Bytes: 1 << 20, Seconds: 1e-4}}}}
 	path := filepath.Join(dir, "staged.json")
 	require.NoError(t, tune.Save(path, f))
@@ -459,7 +467,7 @@ func TestStagedRangeFile(t *testing.T) {
 	require.False(t, ok)
 
 	f3 := tune.NewFile(tune.Models{"shm": algos.ShmModel}, 3)
-	f3.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2}, 3, func(int) float64 { return 1 })}
+	f3.Samples = map[string][]tune.Point{"shm": samples(params{2e-6, 8e-6, 1e-6, 30e-6, 5e9, 9e9, 2, true}, 3, func(int) float64 { return 1 })}
 	f3.Staged = []tune.StagedRange{{World: 3, Off: true}}
 	joint, err := tune.Refit([]tune.File{got, f3})
 	require.NoError(t, err)
