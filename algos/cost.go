@@ -186,9 +186,10 @@ func (m CostModel) o() float64 { return m.Overhead.Seconds() }
 // ranks poll (Polls), the busiest rank's messages also stretch by W/Cores: its core is
 // shared with peers that spin or yield while they wait for it. This prices an uneven
 // algorithm (naive's root, the tree's inner ranks) above an even one with as many
-// messages in all, as measured over shm at 4 ranks on 2 cores (naive 5 us slower per
-// call than rd's direct exchange at 2-8 KiB, where the model had them within 1 us:
-// BENCHMARKS.md, "Speed", 27); an even algorithm's two terms are equal. Over tcp, whose
+// messages in all, as measured over shm at 4 ranks on 2 cores (naive 4-5 us slower per
+// call than rd's direct exchange at 2-4 KiB in bench/auto.sh's sweeps, 5-9 us at 2-8 KiB
+// launched one size at a time, where the model had them within 1 us: BENCHMARKS.md,
+// "Speed", 27); an even algorithm's two terms are equal. Over tcp, whose
 // waiting ranks sleep in the kernel, naive stayed 1.1-1.6x faster than rd there, and
 // nothing stretches. (The maxima are taken apart so the time stays linear in Overhead,
 // 1/Beta and 1/Gamma, which internal/tune's fit relies on.)

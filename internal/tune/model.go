@@ -29,7 +29,6 @@ func ModelFor(links, hosts []string, self, chunk int, tuned Models) algos.CostMo
 	for p, n := range links {
 		if hosts[p] == hosts[self] && n != "self" && n != "shm" && n != "inmem" {
 			intra = model(n, builtin(n))
-			intra.Polls = false // one link that sleeps while it waits: its ranks do not all poll
 		}
 		if hosts[p] != hosts[self] && (n == "shm" || n == "inmem") {
 			inter = model("shm", algos.ShmModel) // in-process tests that give goroutines different host names
