@@ -176,6 +176,27 @@ func (m CostModel) stretch(w int) float64 {
 	return 1
 }
 
+// lockstep scales all ranks' bytes of an algorithm whose steps wait for one another (the
+// ring's 2(W-1), each a segment in the caller's goroutine) when ranks outnumber the
+// cores and waiting ranks poll (Polls). A polling rank never leaves its core idle, so
+// the kernel keeps the ranks where they are: some core holds ceil(W/Cores) of them, and
+// every step waits for that core to do all of their work. All ranks' bytes then count
+// as ceil(W/Cores) x Cores ranks' worth, not W (3 ranks on 2 cores: 4/3); where W/Cores
+// is whole it changes nothing. Over shm at 3 ranks on 2 cores the ring measured 1.5-2x
+// the model's time at 64-512 KiB and 1.2-1.4x at 1-2 MiB, while naive and rd's direct
+// exchange, one or two steps, matched it. Past the eager size the ring pipelines its
+// chunks and its bytes come from memory, which every core shares: it measured
+// 0.9-1.0x the model at 4 MiB, so it is not scaled there (BENCHMARKS.md, "Speed", 28).
+// Ranks that sleep in the kernel (tcp) wake on an idle core, so their work spreads as
+// W/Cores, and nothing changes.
+func (m CostModel) lockstep(w int) float64 {
+	if !m.Polls || m.Cores <= 0 || w <= m.Cores {
+		return 1
+	}
+	per := (w + m.Cores - 1) / m.Cores
+	return float64(per*m.Cores) / float64(w)
+}
+
 // o is the per-message CPU time.
 func (m CostModel) o() float64 { return m.Overhead.Seconds() }
 
@@ -287,9 +308,12 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		if oneGoroutine {
 			per = 1
 		}
-		msgs := 4 * (wf - 1) * per
+		msgs, ls := 4*(wf-1)*per, 1.0
+		if oneGoroutine {
+			ls = m.lockstep(w)
+		}
 		return 2*(wf-1)*m.hop(w, !oneGoroutine) +
-			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*n, (wf-1)*seg, (wf-1)*n)
+			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, ls*2*(wf-1)*n, (wf-1)*seg, ls*(wf-1)*n)
 	case transport.KindReduceScatter:
 		blk := n / wf
 		return (wf-1)*(m.a()+2*m.o()) + m.wire((wf-1)*blk) + m.red((wf-1)*blk)

@@ -102,14 +102,18 @@ func TestPredictOversubscribed(t *testing.T) {
 }
 
 // TestPredictPolls: where waiting ranks poll, the busiest rank's messages stretch by
-// W/cores. The ring's ranks all do the same, so it is priced as before; naive's root
-// handles 2(W-1) messages plus a leaf's 2, so an 8-byte naive AllReduce costs
-// (2W x W/2 - 2W) messages more at 2 cores (its 4(W-1) messages over 2 cores were less).
+// W/cores. The ring's ranks all do the same, so where W/cores is whole (see
+// TestPredictLockstep for the rest) it is priced as before; naive's root handles 2(W-1)
+// messages plus a leaf's 2, so an 8-byte naive AllReduce costs (2W x W/2 - 2W) messages
+// more at 2 cores (its 4(W-1) messages over 2 cores were less).
 func TestPredictPolls(t *testing.T) {
 	two := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: 1e9, Gamma: 2e9, Cores: 2}
 	polls := two
 	polls.Polls = true
 	for _, w := range []int{2, 3, 4, 8} {
+		if w%2 != 0 {
+			continue // the ring's lock-stepped bytes: TestPredictLockstep
+		}
 		r0, err := two.Predict("ring", transport.KindAllReduce, 1<<20, w)
 		require.NoError(t, err)
 		r1, err := polls.Predict("ring", transport.KindAllReduce, 1<<20, w)
@@ -125,6 +129,37 @@ func TestPredictPolls(t *testing.T) {
 			want = (wf*wf - 2*wf) * 1e-6
 		}
 		require.InDelta(t, want, (n1 - n0).Seconds(), 1e-9, "naive, w=%d", w)
+	}
+}
+
+// TestPredictLockstep: where waiting ranks poll and ranks outnumber the cores, the
+// ring's steps wait for the core that holds ceil(W/cores) ranks, so on its serial path
+// (segments within the eager size) its bytes and reduction cost, against a model whose
+// ranks sleep, (W-1) n (ceil(W/C)/W - 1/C) x (2/Beta + 1/Gamma) more: the serial
+// ring's busiest rank moves 2(W-1) segments of n/W and reduces W-1 of them, and all
+// ranks' work is spread over ceil(W/C) x C rank-slots instead of W. Nothing changes
+// where W/C is whole, with a core per rank, or past the eager size.
+func TestPredictLockstep(t *testing.T) {
+	const beta, gamma = 1e9, 2e9
+	for _, tc := range []struct{ w, cores, n int }{
+		{3, 2, 0}, {3, 2, 1}, {3, 2, 1001}, {3, 2, 256 << 10}, {3, 2, 3 << 20}, {3, 2, 3<<20 + 64}, {3, 2, 64 << 20},
+		{5, 2, 512 << 10}, {7, 2, 4 << 20}, {5, 4, 64 << 10}, {4, 2, 512 << 10}, {8, 2, 1 << 20}, {3, 4, 256 << 10}, {2, 1, 1 << 20},
+	} {
+		sleeps := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: beta, Gamma: gamma,
+			Cores: tc.cores, EagerBytes: 1 << 20, ChunkBytes: 1 << 20}
+		polls := sleeps
+		polls.Polls = true
+		s, err := sleeps.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
+		require.NoError(t, err)
+		p, err := polls.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
+		require.NoError(t, err)
+		want := 0.0
+		w, c, n := float64(tc.w), float64(tc.cores), float64(tc.n)
+		if tc.w > tc.cores && n/w <= 1<<20 {
+			perCore := math.Ceil(w / c)
+			want = (w - 1) * n * (perCore/w - 1/c) * (2/beta + 1/gamma)
+		}
+		require.InDelta(t, want, (p - s).Seconds(), 2e-9, "w=%d cores=%d n=%d", tc.w, tc.cores, tc.n)
 	}
 }
 

@@ -25,7 +25,10 @@
 # reduce); TUNE applies to all_reduce only.
 #
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
-# auto ran) and prints OUTDIR/auto.md (bench/auto.py). Run nothing else meanwhile.
+# auto ran) and OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/auto.md
+# (bench/auto.py). Run nothing else meanwhile. DAMON=off (root) stops the kernel's DAMON
+# monitor for the run and restarts it at exit: on the development VM it took 4-12 % of a
+# core in bursts while the sweeps ran (BENCHMARKS.md, "Speed", 28).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/auto-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -35,6 +38,11 @@ RANKS=("$@")
 ((${#RANKS[@]})) || RANKS=(2 3 4)
 mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
+# the host's state beside the results; DAMON=off stops the kernel's DAMON monitor for
+# the run (bench/host.sh)
+. bench/host.sh
+if [[ ${DAMON:-} == off ]]; then damon_off || exit 1; fi
+host_state > "$OUT/host.txt"
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
 TDIR=${TUNE_DIR:-$OUT}

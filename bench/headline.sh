@@ -9,8 +9,10 @@
 #     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~1 min per round
 #
 # Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw) and
-# prints OUTDIR/headline.md: per point the median over rounds, and each target's ratio.
-# Run nothing else meanwhile.
+# OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/headline.md: per point the median
+# over rounds, and each target's ratio. Run nothing else meanwhile. DAMON=off stops the
+# kernel's DAMON monitor for the run, for every tool alike, and restarts it at exit
+# (BENCHMARKS.md, "Speed", 28).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/headline-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -18,6 +20,11 @@ REPS=${2:-5}
 mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 go build -o bench/bin/membw ./bench/membw || exit 1
+# the host's state beside the results; DAMON=off stops the kernel's DAMON monitor for
+# the run (bench/host.sh)
+. bench/host.sh
+if [[ ${DAMON:-} == off ]]; then damon_off || exit 1; fi
+host_state > "$OUT/host.txt"
 need=()
 command -v mpirun.openmpi >/dev/null && command -v mpicc.openmpi >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)

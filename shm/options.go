@@ -344,8 +344,12 @@ func (o Options) Streams(links int, samePid bool) bool {
 // 32 KiB, where a hand-off between ranks cost more. On an Intel host the ring was faster
 // from 8 MiB at 2 ranks one day and staged tied or led there the next, and staged was
 // 1.14-1.69x faster than this default's pick at 32-128 KiB at 3 ranks and 16-64 KiB at 4
-// ("Speed", 19 and 20). Where a host differs, `goccl tune` measures the range (a tune
-// file's staged range replaces this default), or set shm.staged_min and shm.staged_max.
+// ("Speed", 19 and 20). At 3 ranks it starts at 1 MiB: on the AMD family 26 host naive
+// was 1.09-1.28x faster than staged at 256-512 KiB ("Speed", 27 and 28), and once the
+// cost model priced the ring's lock-stepped steps there (algos.CostModel's lockstep)
+// auto runs naive below 1 MiB. Where a host differs, `goccl tune` measures the range (a
+// tune file's staged range replaces this default), or set shm.staged_min and
+// shm.staged_max.
 //
 // stream says that every rank's links stream their payloads (Options.Streams). At 2
 // ranks the ring is then faster at every size from 32 KiB (1.6-2x: BENCHMARKS.md,
@@ -355,7 +359,7 @@ func StagedMinFor(world int, stream bool) int {
 	case world == 2 && stream:
 		return math.MaxInt
 	case world == 3:
-		return 256 << 10
+		return 1 << 20
 	}
 	return 128 << 10
 }

@@ -58,7 +58,9 @@ func (p params) load(w int, msgs, msgsAll, wire, wireAll, red, redAll float64) f
 }
 
 // ringTime: two ranks with a small buffer swap it in one hop; otherwise reduce-scatter
-// and all-gather, 2(W-1) hops, each a send and a receive of a segment n/W.
+// and all-gather, 2(W-1) hops, each a send and a receive of a segment n/W; with polling
+// ranks on fewer cores, its serial steps (segments within the eager size) wait for the
+// core with the most ranks.
 func ringTime(p params, n, w int) float64 {
 	nf, wf := float64(n), float64(w)
 	if w == 2 && n <= eager {
@@ -66,7 +68,14 @@ func ringTime(p params, n, w int) float64 {
 	}
 	seg := nf / wf
 	msgs := 4 * (wf - 1) * chunksOf(seg) // a send and a receive per step, at every rank
-	return p.call + 2*(wf-1)*p.hop(w, seg > eager) + p.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*nf, (wf-1)*seg, (wf-1)*nf)
+	// Polling ranks stay on their cores: each serial step waits for the fullest core, so
+	// all ranks' bytes count as that core's ranks times the cores.
+	slots := wf
+	if p.polls && p.cores > 0 && w > p.cores && seg <= eager {
+		c := float64(p.cores)
+		slots = math.Ceil(wf/c) * c
+	}
+	return p.call + 2*(wf-1)*p.hop(w, seg > eager) + p.load(w, msgs, wf*msgs, 2*(wf-1)*seg, 2*(wf-1)*seg*slots, (wf-1)*seg, (wf-1)*seg*slots)
 }
 
 // naiveTime: in to the root and out again, 2 hops; the root handles 2(W-1) messages,
