@@ -25,14 +25,26 @@ import (
 
 // Report is everything `goccl info` says about the host.
 type Report struct {
-	Host       Host              `json:"host"`
-	CPU        CPU               `json:"cpu"`
-	MemBytes   uint64            `json:"memory_bytes"`
-	NUMA       []NUMANode        `json:"numa_nodes"`
-	Interfaces []Interface       `json:"interfaces"`
-	RDMA       RDMA              `json:"rdma"`
-	GPUs       GPUs              `json:"gpus"`
+	Host       Host        `json:"host"`
+	CPU        CPU         `json:"cpu"`
+	MemBytes   uint64      `json:"memory_bytes"`
+	NUMA       []NUMANode  `json:"numa_nodes"`
+	Interfaces []Interface `json:"interfaces"`
+	RDMA       RDMA        `json:"rdma"`
+	GPUs       GPUs        `json:"gpus"`
+	// DAMON lists the kernel's DAMON memory monitors (kdamond threads). One that is on
+	// takes a core in bursts (up to 8.8 ms on the development VM, BENCHMARKS.md,
+	// "Speed", 28c), which shows in collectives whose ranks share the cores.
+	DAMON      []Kdamond         `json:"damon"`
 	Transports []TransportStatus `json:"transports"`
+}
+
+// Kdamond is one DAMON monitor (/sys/kernel/mm/damon/admin/kdamonds/<N>).
+type Kdamond struct {
+	ID         int      `json:"id"`
+	State      string   `json:"state"`                // "on", "off"
+	Operations string   `json:"operations,omitempty"` // what it watches: "paddr", "vaddr", "fvaddr"
+	Schemes    []string `json:"schemes,omitempty"`    // the actions it takes on what it finds: "pageout", ...
 }
 
 // Host identifies the machine and the software.
@@ -145,6 +157,7 @@ func Gather(ctx context.Context, o Options) Report {
 	if r.GPUs, err = o.GPUDevices(); err != nil {
 		r.GPUs.Note = err.Error()
 	}
+	r.DAMON = kdamonds(o.SysRoot)
 	if !o.SkipTransports {
 		r.Transports = probeTransports(ctx, r.Host.Name)
 	}
@@ -234,6 +247,38 @@ func numaNodes(sysRoot string) []NUMANode {
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	return nodes
+}
+
+// kdamonds reads the DAMON monitors from sysRoot's kernel/mm/damon/admin (the sysfs
+// interface, Linux 5.18 and later); none when the kernel has no DAMON or none is set up.
+func kdamonds(sysRoot string) []Kdamond {
+	base := filepath.Join(sysRoot, "kernel/mm/damon/admin/kdamonds")
+	dirs, _ := filepath.Glob(filepath.Join(base, "[0-9]*"))
+	var ks []Kdamond
+	for _, d := range dirs {
+		id, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		k := Kdamond{ID: id, State: readTrim(filepath.Join(d, "state")), Operations: readTrim(filepath.Join(d, "contexts/0/operations"))}
+		schemes, _ := filepath.Glob(filepath.Join(d, "contexts/0/schemes/[0-9]*/action"))
+		for _, a := range schemes {
+			if v := readTrim(a); v != "" {
+				k.Schemes = append(k.Schemes, v)
+			}
+		}
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].ID < ks[j].ID })
+	return ks
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // linkSpeed reads /sys/class/net/<name>/speed in Mb/s; -1 when unknown (the file is
@@ -358,6 +403,20 @@ func (r Report) WriteText(w io.Writer) error {
 		for _, g := range r.GPUs.Devices {
 			p("\t%d\t%s\t%s\t%d NVLinks\n", g.Index, g.PCI, gib(g.MemBytes), g.NVLinks)
 		}
+	}
+	if len(r.DAMON) == 0 {
+		p("damon:\tno memory monitor running\n")
+	}
+	for _, k := range r.DAMON {
+		what := orUnknown(k.Operations)
+		if len(k.Schemes) > 0 {
+			what += ", schemes " + strings.Join(k.Schemes, ",")
+		}
+		note := ""
+		if k.State == "on" {
+			note = "  (takes a core in bursts; benchmarks of ranks sharing cores see it)"
+		}
+		p("damon:\tkdamond %d %s (%s)%s\n", k.ID, orUnknown(k.State), what, note)
 	}
 	if r.Transports != nil {
 		p("transports:\t\n")

@@ -29,6 +29,14 @@ func fakeRoots(t *testing.T) (sys, proc string) {
 	write(t, filepath.Join(sys, "class/net/lo/speed"), "-1\n")
 	write(t, filepath.Join(proc, "cpuinfo"), "processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: Test CPU 9000\n")
 	write(t, filepath.Join(proc, "meminfo"), "MemTotal:       24576000 kB\nMemFree: 3 kB\n")
+	damon := filepath.Join(sys, "kernel/mm/damon/admin/kdamonds")
+	write(t, filepath.Join(damon, "nr_kdamonds"), "2\n")
+	write(t, filepath.Join(damon, "2/state"), "on\n")
+	write(t, filepath.Join(damon, "2/contexts/0/operations"), "paddr\n")
+	write(t, filepath.Join(damon, "2/contexts/0/schemes/0/action"), "pageout\n")
+	write(t, filepath.Join(damon, "2/contexts/0/schemes/1/action"), "lru_prio\n")
+	write(t, filepath.Join(damon, "10/state"), "off\n")
+	write(t, filepath.Join(damon, "10/contexts/0/operations"), "vaddr\n")
 	return sys, proc
 }
 
@@ -45,6 +53,8 @@ func TestGatherFromFakeRoots(t *testing.T) {
 	require.Equal(t, []NUMANode{{ID: 0, CPUs: "0-15,32-47", MemBytes: 65536 * 1024}, {ID: 1, CPUs: "16-31", MemBytes: 1 << 30}}, r.NUMA)
 	require.Equal(t, "no RDMA devices in /sys/class/infiniband", r.RDMA.Note)
 	require.Equal(t, "no NVIDIA driver (test)", r.GPUs.Note)
+	require.Equal(t, []Kdamond{{ID: 2, State: "on", Operations: "paddr", Schemes: []string{"pageout", "lru_prio"}},
+		{ID: 10, State: "off", Operations: "vaddr"}}, r.DAMON, "in the order of their numbers, not of their names")
 	var lo *Interface
 	for i := range r.Interfaces {
 		if r.Interfaces[i].Loopback {
@@ -58,7 +68,8 @@ func TestGatherFromFakeRoots(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, r.WriteText(&text))
 	for _, want := range []string{"cpus:", "Test CPU 9000 (sse2 avx avx2 fma)", "numa:", "node1", "cpus 16-31", "1.0 GiB",
-		"rdma:", "none (no RDMA devices", "gpus:", "none (no NVIDIA driver (test))", "speed unknown"} {
+		"rdma:", "none (no RDMA devices", "gpus:", "none (no NVIDIA driver (test))", "speed unknown",
+		"kdamond 2 on (paddr, schemes pageout,lru_prio)  (takes a core", "kdamond 10 off (vaddr)\n"} {
 		require.Contains(t, text.String(), want)
 	}
 	var js bytes.Buffer
@@ -66,6 +77,16 @@ func TestGatherFromFakeRoots(t *testing.T) {
 	var back Report
 	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
 	require.Equal(t, r.NUMA, back.NUMA)
+	require.Equal(t, r.DAMON, back.DAMON)
+
+	// A kernel without DAMON, or with no monitor set up: none, and the text says so.
+	require.NoError(t, os.RemoveAll(filepath.Join(sys, "kernel")))
+	r = Gather(context.Background(), Options{SysRoot: sys, ProcRoot: proc, SkipTransports: true,
+		RDMADevices: func() (RDMA, error) { return RDMA{}, nil }, GPUDevices: func() (GPUs, error) { return GPUs{}, nil }})
+	require.Empty(t, r.DAMON)
+	text.Reset()
+	require.NoError(t, r.WriteText(&text))
+	require.Regexp(t, `damon:\s+no memory monitor running`, text.String())
 }
 
 func TestLinkSpeed(t *testing.T) {
