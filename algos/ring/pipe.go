@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -26,6 +27,33 @@ type xfer struct {
 	signal bool   // give one token to the other side after each chunk
 	cold   bool   // recv: the caller will not read buf soon (algos.RecvCold)
 	also   []byte // recv: after the chunk lands in buf, copy it here too, past the caches
+}
+
+// steps holds the two step lists a collective builds for pipe.run. They come from a pool
+// and go back after the call (run copies them when it hands them to goroutines): built
+// by append on every call, an AllReduce at 4 ranks allocated about 2.6 KiB in 9 pieces,
+// and a process whose heap is large (128 MiB buffers, so the collector runs rarely)
+// then faulted in fresh pages for them call after call, which made the ring's 8-byte
+// AllReduce at 4 ranks on 2 cores 2-3x slower (BENCHMARKS.md, "Speed", 28e).
+type steps struct{ sends, recvs []xfer }
+
+var stepsPool = sync.Pool{New: func() any { return new(steps) }}
+
+// getSteps returns empty step lists with room for n steps on each side.
+func getSteps(n int) *steps {
+	st := stepsPool.Get().(*steps)
+	if cap(st.sends) < n {
+		st.sends, st.recvs = make([]xfer, 0, n), make([]xfer, 0, n)
+	}
+	st.sends, st.recvs = st.sends[:0], st.recvs[:0]
+	return st
+}
+
+// put returns the lists to the pool, without the buffers they point into.
+func (st *steps) put() {
+	clear(st.sends)
+	clear(st.recvs)
+	stepsPool.Put(st)
 }
 
 // pipe runs a sender (to next) and a receiver (from prev) concurrently over their step

@@ -120,7 +120,9 @@ func allReduce(ctx context.Context, pp *pipe) error {
 	if cold && interleaves(pp) {
 		return allReduce2(ctx, pp, seg)
 	}
-	var sends, recvs []xfer
+	st := getSteps(2 * (w - 1))
+	defer st.put()
+	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		lo, hi := seg(r - s)
 		src := a.Recv[lo:hi]
@@ -137,6 +139,7 @@ func allReduce(ctx context.Context, pp *pipe) error {
 		lo, hi = seg(r - s)
 		recvs = append(recvs, xfer{buf: a.Recv[lo:hi], signal: s < w-2, cold: cold && s == w-2})
 	}
+	st.sends, st.recvs = sends, recvs // for put's clear
 	return pp.run(ctx, sends, recvs)
 }
 
@@ -178,7 +181,9 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 		scratch[i] = algos.GetScratch(n)
 		defer algos.PutScratch(scratch[i])
 	}
-	var sends, recvs []xfer
+	st := getSteps(w - 1)
+	defer st.put()
+	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		last := s == w-2
 		dst := a.Recv
@@ -193,6 +198,7 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 		// Signal after step s's sends when the receiver's step s+1 waits to reuse them.
 		sends = append(sends, xfer{buf: src, wait: s > 0, signal: s+1 <= w-2 && s+1 >= 2})
 	}
+	st.sends, st.recvs = sends, recvs
 	return pp.run(ctx, sends, recvs)
 }
 
@@ -203,7 +209,9 @@ func allGather(ctx context.Context, pp *pipe) error {
 	n := len(a.Send)
 	blk := func(b int) []byte { b = mod(b, w); return a.Recv[b*n : (b+1)*n] }
 	algos.CopyDistinct(blk(r), a.Send)
-	var sends, recvs []xfer
+	st := getSteps(w - 1)
+	defer st.put()
+	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		src := blk(r - s)
 		if s == 0 {
@@ -212,6 +220,7 @@ func allGather(ctx context.Context, pp *pipe) error {
 		sends = append(sends, xfer{buf: src, wait: s > 0})
 		recvs = append(recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
 	}
+	st.sends, st.recvs = sends, recvs
 	return pp.run(ctx, sends, recvs)
 }
 
@@ -282,8 +291,9 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	// This rank sends mine's chunks (reduce-scatter) and theirs' (all-gather, each after
 	// reducing it); the peer sends theirs' and then mine's, in the same merged order.
 	nm, nt := algos.NumChunks(mine.n(), cs), algos.NumChunks(theirs.n(), cs)
-	sends := make([]xfer, 0, nm+nt)
-	recvs := make([]xfer, 0, nm+nt)
+	st := getSteps(nm + nt)
+	defer st.put()
+	sends, recvs := st.sends, st.recvs
 	var slots []byte // out of place: two chunks
 	if !algos.SameMemory(a.Send, a.Recv) {
 		slots = algos.GetScratch(2 * cs)
@@ -312,6 +322,7 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 		}
 	})
 	pp.chunked = true
+	st.sends, st.recvs = sends, recvs
 	return pp.run(ctx, sends, recvs)
 }
 
