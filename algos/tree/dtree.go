@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -44,27 +45,24 @@ func schedule(steps []step) {
 func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	esz := a.DType.Size()
-	nodes := shape.DoubleTree(w, rank)
 	half := [2][2]int{{0, (a.Count + 1) / 2 * esz}, {(a.Count + 1) / 2 * esz, a.Count * esz}}
-	lag := 2*bits.Len(uint(w)) + 1
-
-	sends, recvs := map[int][]step{}, map[int][]step{}
 	var nchunks [2]int
 	for t := range 2 {
-		nd := nodes[t]
 		nchunks[t] = algos.NumChunks(half[t][1]-half[t][0], cs)
-		for i := range nchunks[t] {
-			up, down := 2*i, 2*(i+lag)+1
-			if nd.Parent >= 0 {
-				sends[nd.Parent] = append(sends[nd.Parent], step{slot: up, tree: t, up: true, chunk: i})
-				recvs[nd.Parent] = append(recvs[nd.Parent], step{slot: down, tree: t, chunk: i})
-			}
-			for ci, c := range nd.Children {
-				recvs[c] = append(recvs[c], step{slot: up, tree: t, up: true, chunk: i, child: ci})
-				sends[c] = append(sends[c], step{slot: down, tree: t, chunk: i, child: ci})
-			}
-		}
 	}
+	if nchunks[0] == 1 && nchunks[1] == 1 && half[0][1]-half[0][0] <= algos.EagerLimit(p) {
+		pl := serialPlanFor(w, rank)
+		return runSerial(ctx, p, a, pl.nodes, pl.ops, half)
+	}
+	return allReducePipelined(ctx, p, a, cs, half, nchunks)
+}
+
+// allReducePipelined runs the chunks of each link direction on a goroutine of their own
+// (apart from allReduce so that the serial path's context does not escape with theirs).
+func allReducePipelined(ctx context.Context, p algos.Peers, a *algos.Args, cs int, half [2][2]int, nchunks [2]int) error {
+	rank, w := p.Rank(), p.Size()
+	nodes := shape.DoubleTree(w, rank)
+	sends, recvs := buildSteps(nodes, nchunks, w)
 	// Per tree: childDone[t][ci] counts chunks with child ci reduced in; sentUp[t] chunks
 	// sent to the parent; down[t] chunks whose final value is in Recv.
 	var childDone [2][]algos.Progress
@@ -77,9 +75,6 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 		return half[s.tree][0] + lo, half[s.tree][0] + hi
 	}
 
-	if nchunks[0] == 1 && nchunks[1] == 1 && half[0][1]-half[0][0] <= algos.EagerLimit(p) {
-		return allReduceSerial(ctx, p, a, nodes, sends, recvs, rng)
-	}
 	g, ctx := errgroup.WithContext(ctx)
 	for peer, list := range recvs {
 		schedule(list)
@@ -158,16 +153,76 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 	return g.Wait()
 }
 
-// op is one message of allReduceSerial: a step of a link's schedule, its index on the
-// link (which its tag carries) and its direction on this rank.
+// buildSteps lays out the messages of both trees on each of this rank's links, up and
+// down, nchunks[t] chunks on tree t, in no particular order (schedule orders them).
+func buildSteps(nodes [2]shape.Node, nchunks [2]int, w int) (sends, recvs map[int][]step) {
+	lag := 2*bits.Len(uint(w)) + 1
+	sends, recvs = map[int][]step{}, map[int][]step{}
+	for t := range 2 {
+		nd := nodes[t]
+		for i := range nchunks[t] {
+			up, down := 2*i, 2*(i+lag)+1
+			if nd.Parent >= 0 {
+				sends[nd.Parent] = append(sends[nd.Parent], step{slot: up, tree: t, up: true, chunk: i})
+				recvs[nd.Parent] = append(recvs[nd.Parent], step{slot: down, tree: t, chunk: i})
+			}
+			for ci, c := range nd.Children {
+				recvs[c] = append(recvs[c], step{slot: up, tree: t, up: true, chunk: i, child: ci})
+				sends[c] = append(sends[c], step{slot: down, tree: t, chunk: i, child: ci})
+			}
+		}
+	}
+	return sends, recvs
+}
+
+// op is one message of the serial AllReduce: a step of a link's schedule, its index on
+// the link (which its tag carries) and its direction on this rank.
 type op struct {
 	step
 	peer, k int
 	recv    bool
 }
 
-// allReduceSerial runs a single-chunk double-tree AllReduce in the calling goroutine,
-// which is what small ones are: latency, where goroutines and their hand-offs cost more
+// serialPlan is the serial AllReduce's order of messages for one rank of a world, the
+// same on every call. Built per call (the trees, the links' step lists in maps, the
+// sorted order), it was 1.3 KiB in 18 allocations per call and rank at 4 ranks, which a
+// process with a large heap pays for in page faults (BENCHMARKS.md, "Speed", 28e); it
+// is built once per world size and rank and kept.
+type serialPlan struct {
+	nodes [2]shape.Node
+	ops   []op
+}
+
+type planKey struct{ w, rank int }
+
+var (
+	plansMu sync.RWMutex
+	plans   = map[planKey]*serialPlan{}
+)
+
+// serialPlanFor returns the plan of rank in a world of w, building it the first time.
+func serialPlanFor(w, rank int) *serialPlan {
+	k := planKey{w, rank}
+	plansMu.RLock()
+	pl := plans[k]
+	plansMu.RUnlock()
+	if pl != nil {
+		return pl
+	}
+	nodes := shape.DoubleTree(w, rank)
+	sends, recvs := buildSteps(nodes, [2]int{1, 1}, w)
+	pl = &serialPlan{nodes: nodes, ops: serialOps(sends, recvs)}
+	plansMu.Lock()
+	defer plansMu.Unlock()
+	if old := plans[k]; old != nil {
+		return old
+	}
+	plans[k] = pl
+	return pl
+}
+
+// serialOps orders the messages of a single-chunk double-tree AllReduce, which runs in
+// the calling goroutine (runSerial) since small ones are latency, where goroutines and their hand-offs cost more
 // than the messages (see BENCHMARKS.md, "Speed"). Each link keeps its schedule and tags; this
 // rank's messages run in (slot, tree) order, receives before sends of the same slot
 // and tree, which respects every dependency of the concurrent version (a chunk goes
@@ -175,8 +230,7 @@ type op struct {
 // reduced). It cannot deadlock: the smallest undelivered message in that order has
 // everything before it on both ends delivered, so its sender sends it (sends of at most
 // algos.EagerBytes never wait for the receiver) and its receiver then gets it.
-func allReduceSerial(ctx context.Context, p algos.Peers, a *algos.Args, nodes [2]shape.Node,
-	sends, recvs map[int][]step, rng func(step) (int, int)) error {
+func serialOps(sends, recvs map[int][]step) []op {
 	var ops []op
 	for peer, list := range recvs {
 		schedule(list)
@@ -201,9 +255,15 @@ func allReduceSerial(ctx context.Context, p algos.Peers, a *algos.Args, nodes [2
 		// Children's parts come in child order: the sum's order is fixed, as in allReduce.
 		return cmp.Or(cmp.Compare(x.slot, y.slot), cmp.Compare(x.tree, y.tree), cmp.Compare(rx, ry), cmp.Compare(x.child, y.child))
 	})
+	return ops
+}
+
+// runSerial runs ops (serialOps' order, one chunk per tree: tree t's half of the buffer
+// is the byte range half[t]).
+func runSerial(ctx context.Context, p algos.Peers, a *algos.Args, nodes [2]shape.Node, ops []op, half [2][2]int) error {
 	w := p.Size()
 	for _, o := range ops {
-		lo, hi := rng(o.step)
+		lo, hi := half[o.tree][0], half[o.tree][1]
 		nd := nodes[o.tree]
 		t := tag(phaseAllReduce, o.k)
 		switch {

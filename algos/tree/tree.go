@@ -95,7 +95,7 @@ func reduceTo(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	}
 	if algos.OneEagerMessage(p, n, cs) {
 		// One chunk: serve the children in order, then pass the sum on, in this
-		// goroutine (small reduces are latency; see allReduceSerial).
+		// goroutine (small reduces are latency; see serialOps).
 		for ci, child := range kids {
 			src := a.Send
 			if ci > 0 {
