@@ -38,11 +38,8 @@ RANKS=("$@")
 ((${#RANKS[@]})) || RANKS=(2 3 4)
 mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
-# the host's state beside the results; DAMON=off stops the kernel's DAMON monitor for
-# the run (bench/host.sh)
 . bench/host.sh
-if [[ ${DAMON:-} == off ]]; then damon_off || exit 1; fi
-host_state > "$OUT/host.txt"
+host_record "$OUT" || exit 1 # OUT/host.txt; DAMON=off stops the DAMON monitor for the run
 TSV="$OUT/auto.tsv"
 echo -e "ranks\tbytes\talgo\tround\ttime_us\tran" > "$TSV"
 TDIR=${TUNE_DIR:-$OUT}

@@ -20,11 +20,8 @@ REPS=${2:-5}
 mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 go build -o bench/bin/membw ./bench/membw || exit 1
-# the host's state beside the results; DAMON=off stops the kernel's DAMON monitor for
-# the run (bench/host.sh)
 . bench/host.sh
-if [[ ${DAMON:-} == off ]]; then damon_off || exit 1; fi
-host_state > "$OUT/host.txt"
+host_record "$OUT" || exit 1 # OUT/host.txt; DAMON=off stops the DAMON monitor for the run
 need=()
 command -v mpirun.openmpi >/dev/null && command -v mpicc.openmpi >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)

@@ -55,3 +55,10 @@ damon_off() {
   ((${#DAMON_STOPPED[@]})) && echo "host.sh: DAMON=off: stopped ${DAMON_STOPPED[*]} for this run" >&2
   return 0
 }
+
+# host_record OUTDIR: with DAMON=off, stops the monitor for the run (damon_off), then
+# writes OUTDIR/host.txt.
+host_record() {
+  if [[ ${DAMON:-} == off ]]; then damon_off || return 1; fi
+  host_state > "$1/host.txt"
+}

@@ -122,25 +122,23 @@ func allReduce(ctx context.Context, pp *pipe) error {
 	}
 	st := getSteps(2 * (w - 1))
 	defer st.put()
-	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		lo, hi := seg(r - s)
 		src := a.Recv[lo:hi]
 		if s == 0 {
 			src = a.Send[lo:hi]
 		}
-		sends = append(sends, xfer{buf: src, wait: s > 0})
+		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
 		lo, hi = seg(r - s - 1)
-		recvs = append(recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true})
+		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true})
 	}
 	for s := 0; s < w-1; s++ {
 		lo, hi := seg(r + 1 - s)
-		sends = append(sends, xfer{buf: a.Recv[lo:hi], wait: true})
+		st.sends = append(st.sends, xfer{buf: a.Recv[lo:hi], wait: true})
 		lo, hi = seg(r - s)
-		recvs = append(recvs, xfer{buf: a.Recv[lo:hi], signal: s < w-2, cold: cold && s == w-2})
+		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], signal: s < w-2, cold: cold && s == w-2})
 	}
-	st.sends, st.recvs = sends, recvs // for put's clear
-	return pp.run(ctx, sends, recvs)
+	return pp.run(ctx, st.sends, st.recvs)
 }
 
 // exchange is a small AllReduce of two ranks in one step instead of the ring's two
@@ -183,23 +181,21 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 	}
 	st := getSteps(w - 1)
 	defer st.put()
-	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		last := s == w-2
 		dst := a.Recv
 		if !last {
 			dst = scratch[s%2]
 		}
-		recvs = append(recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2})
+		st.recvs = append(st.recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2})
 		src := blk(r - 1)
 		if s > 0 {
 			src = scratch[(s-1)%2]
 		}
 		// Signal after step s's sends when the receiver's step s+1 waits to reuse them.
-		sends = append(sends, xfer{buf: src, wait: s > 0, signal: s+1 <= w-2 && s+1 >= 2})
+		st.sends = append(st.sends, xfer{buf: src, wait: s > 0, signal: s+1 <= w-2 && s+1 >= 2})
 	}
-	st.sends, st.recvs = sends, recvs
-	return pp.run(ctx, sends, recvs)
+	return pp.run(ctx, st.sends, st.recvs)
 }
 
 // allGather: step s sends block r-s (its own block first, straight from Send) and stores
@@ -211,17 +207,15 @@ func allGather(ctx context.Context, pp *pipe) error {
 	algos.CopyDistinct(blk(r), a.Send)
 	st := getSteps(w - 1)
 	defer st.put()
-	sends, recvs := st.sends, st.recvs
 	for s := 0; s < w-1; s++ {
 		src := blk(r - s)
 		if s == 0 {
 			src = a.Send
 		}
-		sends = append(sends, xfer{buf: src, wait: s > 0})
-		recvs = append(recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
+		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
+		st.recvs = append(st.recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
 	}
-	st.sends, st.recvs = sends, recvs
-	return pp.run(ctx, sends, recvs)
+	return pp.run(ctx, st.sends, st.recvs)
 }
 
 // broadcast is a chain from the root around the ring: each rank stores what it receives
@@ -293,7 +287,6 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	nm, nt := algos.NumChunks(mine.n(), cs), algos.NumChunks(theirs.n(), cs)
 	st := getSteps(nm + nt)
 	defer st.put()
-	sends, recvs := st.sends, st.recvs
 	var slots []byte // out of place: two chunks
 	if !algos.SameMemory(a.Send, a.Recv) {
 		slots = algos.GetScratch(2 * cs)
@@ -303,27 +296,26 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 	interleave(nm, nt, func(rs bool, i int) {
 		switch {
 		case rs:
-			sends = append(sends, xfer{buf: mine.of(a.Send, i)})
+			st.sends = append(st.sends, xfer{buf: mine.of(a.Send, i)})
 		case slots != nil:
-			sends = append(sends, xfer{buf: slot(i), wait: true, signal: true})
+			st.sends = append(st.sends, xfer{buf: slot(i), wait: true, signal: true})
 		default:
-			sends = append(sends, xfer{buf: theirs.of(a.Recv, i), wait: true})
+			st.sends = append(st.sends, xfer{buf: theirs.of(a.Recv, i), wait: true})
 		}
 	})
 	interleave(nt, nm, func(rs bool, i int) {
 		switch {
 		case rs && slots != nil:
-			recvs = append(recvs, xfer{buf: slot(i), a: theirs.of(a.Send, i), finish: true, signal: true,
+			st.recvs = append(st.recvs, xfer{buf: slot(i), a: theirs.of(a.Send, i), finish: true, signal: true,
 				wait: i >= 2, also: theirs.of(a.Recv, i)})
 		case rs:
-			recvs = append(recvs, xfer{buf: theirs.of(a.Recv, i), a: theirs.of(a.Send, i), finish: true, signal: true})
+			st.recvs = append(st.recvs, xfer{buf: theirs.of(a.Recv, i), a: theirs.of(a.Send, i), finish: true, signal: true})
 		default:
-			recvs = append(recvs, xfer{buf: mine.of(a.Recv, i), cold: true})
+			st.recvs = append(st.recvs, xfer{buf: mine.of(a.Recv, i), cold: true})
 		}
 	})
 	pp.chunked = true
-	st.sends, st.recvs = sends, recvs
-	return pp.run(ctx, sends, recvs)
+	return pp.run(ctx, st.sends, st.recvs)
 }
 
 // xrange is a segment's byte range [lo, hi), cut into the pipe's chunks.

@@ -222,12 +222,12 @@ func serialPlanFor(w, rank int) *serialPlan {
 }
 
 // serialOps orders the messages of a single-chunk double-tree AllReduce, which runs in
-// the calling goroutine (runSerial) since small ones are latency, where goroutines and their hand-offs cost more
-// than the messages (see BENCHMARKS.md, "Speed"). Each link keeps its schedule and tags; this
-// rank's messages run in (slot, tree) order, receives before sends of the same slot
-// and tree, which respects every dependency of the concurrent version (a chunk goes
-// up after the children's parts came in; down after it came down or, at the root, was
-// reduced). It cannot deadlock: the smallest undelivered message in that order has
+// the calling goroutine (runSerial): small ones are latency, where goroutines and their
+// hand-offs cost more than the messages (see BENCHMARKS.md, "Speed"). Each link keeps
+// its schedule and tags; this rank's messages run in (slot, tree) order, receives
+// before sends of the same slot and tree, which respects every dependency of the
+// concurrent version (a chunk goes up after the children's parts came in; down after it
+// came down or, at the root, was reduced). It cannot deadlock: the smallest undelivered message in that order has
 // everything before it on both ends delivered, so its sender sends it (sends of at most
 // algos.EagerBytes never wait for the receiver) and its receiver then gets it.
 func serialOps(sends, recvs map[int][]step) []op {
