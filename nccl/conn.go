@@ -13,6 +13,15 @@ import (
 // maxDrain bounds the payload a receiver accepts only to discard it after a mismatch.
 const maxDrain = 1 << 30
 
+// p2pChunk is the most payload one NCCL send or receive of a link carries. Each
+// direction's staging memory (the frame header and one chunk) is allocated once, when
+// the link is set up, and larger messages go through it chunk by chunk. Growing it on
+// demand meant cudaFree while the other direction's receive kernel was running;
+// cudaFree waits for the whole device, that kernel waits for the peer's send, and the
+// peer was in the same cudaFree: both ranks hung (seen on an H200 with the ring over
+// NCCL p2p, at random steps from 128 KiB messages on).
+const p2pChunk = 4 << 20
+
 type direction int
 
 const (
@@ -98,6 +107,9 @@ func (c *conn) setup(ctx context.Context) error {
 		order = [2]*link{&c.in, &c.out}
 	}
 	for _, l := range order {
+		if err := c.allocStage(l); err != nil {
+			return fmt.Errorf("nccl: link to rank %d: staging %d bytes: %w", c.peer, transport.FrameHeaderSize+p2pChunk, err)
+		}
 		cm, err := c.create(ctx, l)
 		if err != nil {
 			return err
@@ -136,31 +148,53 @@ func (c *conn) peerErr(err error) error {
 	return &transport.PeerError{Peer: c.peer, Host: c.host, Err: err}
 }
 
-// stage returns at least n bytes of staging memory: device memory by default, or
-// pinned host memory with Params nccl.p2p_buffer=pinned.
-func (c *conn) stage(l *link, n int) (uintptr, []byte, error) {
-	if n > l.n {
-		c.freeStage(l)
-		size := max(n, 4096)
-		if c.e.p2p == p2pPinned {
-			p, err := c.e.rt.MallocHost(size)
-			if err != nil {
-				return 0, nil, err
-			}
-			l.pinned = p
-		} else {
-			p, err := c.e.dev.Malloc(size)
-			if err != nil {
-				return 0, nil, err
-			}
-			l.dev = p
+// allocStage allocates l's staging memory, the frame header and one p2pChunk: device
+// memory by default, or pinned host memory with Params nccl.p2p_buffer=pinned. The
+// caller holds setupMu, before the link's communicator exists.
+func (c *conn) allocStage(l *link) error {
+	size := transport.FrameHeaderSize + p2pChunk
+	if c.e.p2p == p2pPinned {
+		p, err := c.e.rt.MallocHost(size)
+		if err != nil {
+			return err
 		}
-		l.n = size
+		l.pinned = p
+	} else {
+		p, err := c.e.dev.Malloc(size)
+		if err != nil {
+			return err
+		}
+		l.dev = p
 	}
+	l.n = size
+	return nil
+}
+
+// stage returns l's staging memory: its device address, and the host view when it is
+// pinned host memory (nil for device memory).
+func (c *conn) stage(l *link) (uintptr, []byte) {
 	if l.pinned != nil {
-		return l.pinned.Ptr(), l.pinned.Bytes(), nil
+		return l.pinned.Ptr(), l.pinned.Bytes()
 	}
-	return l.dev, nil, nil
+	return l.dev, nil
+}
+
+// put copies b into staging memory at ptr (host, its host view, when pinned).
+func (c *conn) put(ptr uintptr, host, b []byte) error {
+	if host != nil {
+		copy(host, b)
+		return nil
+	}
+	return c.e.dev.CopyHtoD(ptr, b)
+}
+
+// get copies staging memory at ptr (host, its host view, when pinned) into b.
+func (c *conn) get(b []byte, ptr uintptr, host []byte) error {
+	if host != nil {
+		copy(b, host)
+		return nil
+	}
+	return c.e.dev.CopyDtoH(b, ptr)
 }
 
 func (c *conn) freeStage(l *link) {
@@ -264,7 +298,9 @@ func (c *conn) drainEager() {
 	}
 }
 
-// send is one message's NCCL calls, on the caller's goroutine.
+// send is one message's NCCL calls, on the caller's goroutine: the frame header and the
+// payload's first chunk as two ncclSend calls in one group, then one ncclSend per
+// further p2pChunk of payload.
 func (c *conn) send(ctx context.Context, h transport.Header, payload []byte) error {
 	l := &c.out
 	l.mu.Lock()
@@ -273,31 +309,63 @@ func (c *conn) send(ctx context.Context, h transport.Header, payload []byte) err
 	if err != nil {
 		return err
 	}
-	n := transport.FrameHeaderSize + len(payload)
-	ptr, host, err := c.stage(l, n)
-	if err != nil {
-		return fmt.Errorf("nccl: send to rank %d: staging %d bytes: %w", c.peer, n, err)
+	ptr, host := c.stage(l)
+	pay, payHost := ptr+transport.FrameHeaderSize, []byte(nil)
+	if host != nil {
+		payHost = host[transport.FrameHeaderSize:]
 	}
 	var hdr [transport.FrameHeaderSize]byte
 	f := transport.Frame{Header: h, Len: uint64(len(payload))}
 	f.Encode(hdr[:])
-	if host != nil {
-		copy(host, hdr[:])
-		copy(host[len(hdr):], payload)
-	} else {
-		if err := c.e.dev.CopyHtoD(ptr, hdr[:]); err != nil {
-			return fmt.Errorf("nccl: send to rank %d: %w", c.peer, err)
-		}
-		if err := c.e.dev.CopyHtoD(ptr+transport.FrameHeaderSize, payload); err != nil {
-			return fmt.Errorf("nccl: send to rank %d: %w", c.peer, err)
-		}
+	what := fmt.Sprintf("send %d bytes to rank %d", len(payload), c.peer)
+	first := min(len(payload), p2pChunk)
+	if err := c.put(ptr, host, hdr[:]); err != nil {
+		return fmt.Errorf("nccl: %s: %w", what, err)
+	}
+	if err := c.put(pay, payHost, payload[:first]); err != nil {
+		return fmt.Errorf("nccl: %s: %w", what, err)
 	}
 	ops := []groupOp{{kind: opSend, dt: ncclUint8, root: 1, send: ptr, count: transport.FrameHeaderSize}}
-	if len(payload) > 0 {
-		ops = append(ops, groupOp{kind: opSend, dt: ncclUint8, root: 1, send: ptr + transport.FrameHeaderSize, count: len(payload)})
+	if first > 0 {
+		ops = append(ops, groupOp{kind: opSend, dt: ncclUint8, root: 1, send: pay, count: first})
 	}
-	if err := cm.run(ctx, fmt.Sprintf("send %d bytes to rank %d", len(payload), c.peer), ops); err != nil {
+	if err := cm.run(ctx, what, ops); err != nil {
 		return c.peerErr(err)
+	}
+	for off := first; off < len(payload); off += p2pChunk {
+		m := min(p2pChunk, len(payload)-off)
+		if err := c.put(pay, payHost, payload[off:off+m]); err != nil {
+			return fmt.Errorf("nccl: %s: %w", what, err)
+		}
+		if err := cm.run(ctx, what, []groupOp{{kind: opSend, dt: ncclUint8, root: 1, send: pay, count: m}}); err != nil {
+			return c.peerErr(err)
+		}
+	}
+	return nil
+}
+
+// recvChunks receives n payload bytes in p2pChunk pieces into l's staging memory after
+// the header, handing each piece to use (nil: discard).
+func (c *conn) recvChunks(ctx context.Context, cm *comm, l *link, what string, n int, use func(off int, pay uintptr, host []byte) error) error {
+	ptr, host := c.stage(l)
+	pay, payHost := ptr+transport.FrameHeaderSize, []byte(nil)
+	if host != nil {
+		payHost = host[transport.FrameHeaderSize:]
+	}
+	for off := 0; off < n; off += p2pChunk {
+		m := min(p2pChunk, n-off)
+		if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: pay, count: m}}); err != nil {
+			return c.peerErr(err)
+		}
+		if use != nil {
+			var h []byte
+			if payHost != nil {
+				h = payHost[:m]
+			}
+			if err := use(off, pay, h); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -316,18 +384,13 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 	if err != nil {
 		return err
 	}
-	ptr, host, err := c.stage(l, transport.FrameHeaderSize+len(buf))
-	if err != nil {
-		return fmt.Errorf("nccl: recv from rank %d: staging: %w", c.peer, err)
-	}
+	ptr, host := c.stage(l)
 	what := fmt.Sprintf("recv from rank %d", c.peer)
 	if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: ptr, count: transport.FrameHeaderSize}}); err != nil {
 		return c.peerErr(err)
 	}
 	var hdr [transport.FrameHeaderSize]byte
-	if host != nil {
-		copy(hdr[:], host)
-	} else if err := c.e.dev.CopyDtoH(hdr[:], ptr); err != nil {
+	if err := c.get(hdr[:], ptr, host); err != nil {
 		return fmt.Errorf("nccl: %s: %w", what, err)
 	}
 	var f transport.Frame
@@ -340,32 +403,21 @@ func (c *conn) Recv(ctx context.Context, want transport.Header, buf []byte) erro
 		// the receiver has gone. Receive and discard the payload (its length is in the
 		// header) so the sender's Send completes instead of hanging until its timeout.
 		if f.Len > 0 && f.Len <= maxDrain {
-			if p, _, serr := c.stage(l, transport.FrameHeaderSize+int(f.Len)); serr == nil {
-				_ = cm.run(ctx, what+" (discarding a mismatched message)", []groupOp{{kind: opRecv, dt: ncclUint8,
-					recv: p + transport.FrameHeaderSize, count: int(f.Len)}})
-				return err
-			}
+			_ = c.recvChunks(ctx, cm, l, what+" (discarding a mismatched message)", int(f.Len), nil)
+			return err
 		}
 		if f.Len > 0 {
 			cm.abort(err)
 		}
 		return err
 	}
-	if len(buf) == 0 {
+	return c.recvChunks(ctx, cm, l, what, len(buf), func(off int, pay uintptr, h []byte) error {
+		m := min(p2pChunk, len(buf)-off)
+		if err := c.get(buf[off:off+m], pay, h); err != nil {
+			return fmt.Errorf("nccl: %s: %w", what, err)
+		}
 		return nil
-	}
-	pay := ptr + transport.FrameHeaderSize
-	if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: pay, count: len(buf)}}); err != nil {
-		return c.peerErr(err)
-	}
-	if host != nil {
-		copy(buf, host[transport.FrameHeaderSize:])
-		return nil
-	}
-	if err := c.e.dev.CopyDtoH(buf, pay); err != nil {
-		return fmt.Errorf("nccl: %s: %w", what, err)
-	}
-	return nil
+	})
 }
 
 // Close aborts both directions' communicators (a blocked Send or Recv returns

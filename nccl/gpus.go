@@ -71,24 +71,34 @@ func ParseBusID(s string) (domain, bus, device uint32, err error) {
 	return uint32(vals[0]), uint32(vals[1]), uint32(vals[2]), nil
 }
 
-// CUDADeviceString is the nccl-tests device column for CUDA device ord: the PCI address
-// from the CUDA runtime and the name NVML gives the GPU at that address ("CUDA device
-// N" when NVML is unavailable). CUDA and NVML may number GPUs differently; the bus id
-// is what ties them together.
+// CUDADeviceString is the nccl-tests device column for CUDA device ord:
+// "[0000:18:00] NVIDIA H200" (see CUDADevice).
 func CUDADeviceString(rt *cuda.Runtime, ord int) (string, error) {
-	dev, err := rt.Device(ord)
+	pci, name, err := CUDADevice(rt, ord)
 	if err != nil {
 		return "", err
+	}
+	return "[" + pci + "] " + name, nil
+}
+
+// CUDADevice returns CUDA device ord's PCI address as nccl-tests prints it
+// ("0000:18:00", from the CUDA runtime) and the name NVML gives the GPU at that address
+// ("CUDA device N" when NVML is unavailable). CUDA and NVML may number GPUs
+// differently; the bus id is what ties them together.
+func CUDADevice(rt *cuda.Runtime, ord int) (pci, name string, err error) {
+	dev, err := rt.Device(ord)
+	if err != nil {
+		return "", "", err
 	}
 	bus, err := dev.PCIBusID()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	d, b, dv, err := ParseBusID(bus)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	name := fmt.Sprintf("CUDA device %d", ord)
+	name = fmt.Sprintf("CUDA device %d", ord)
 	if gpus, err := GPUs(); err == nil {
 		for _, g := range gpus {
 			if g.Domain == d && g.Bus == b && g.Device == dv {
@@ -96,5 +106,5 @@ func CUDADeviceString(rt *cuda.Runtime, ord int) (string, error) {
 			}
 		}
 	}
-	return FormatDevice(d, b, dv, name), nil
+	return fmt.Sprintf("%04x:%02x:%02x", d, b, dv), name, nil
 }

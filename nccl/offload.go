@@ -20,12 +20,17 @@ func (e *endpoint) Offloads(k transport.Kind) bool {
 }
 
 // region is one buffer argument as NCCL sees it: a device address, plus the host
-// slices to copy in before and out after when the caller passed host memory.
+// slices to copy in before and out after when the caller passed host memory, or the
+// device memory to copy in (devIn, devN) for an argument that must not alias another.
 type region struct {
 	ptr     uintptr
 	copyIn  []byte
 	copyOut []byte
+	devIn   uintptr
+	devN    int
 }
+
+func (r *region) size() int { return max(len(r.copyIn), len(r.copyOut), r.devN) }
 
 // Offload runs c on the communicator over all ranks. Device buffers go to NCCL as they
 // are (they must be on this rank's GPU); host buffers are staged through device memory.
@@ -47,7 +52,13 @@ func (e *endpoint) Offload(ctx context.Context, c *transport.Collective) error {
 		return fmt.Errorf("nccl: %s: %w", c.Kind, err)
 	}
 	for _, r := range staged {
-		if err := e.dev.CopyHtoD(r.ptr, r.copyIn); err != nil {
+		var err error
+		if r.devN > 0 {
+			err = e.dev.CopyDtoD(r.ptr, r.devIn, r.devN)
+		} else {
+			err = e.dev.CopyHtoD(r.ptr, r.copyIn)
+		}
+		if err != nil {
 			return fmt.Errorf("nccl: %s: stage in: %w", c.Kind, err)
 		}
 	}
@@ -73,7 +84,7 @@ func (e *endpoint) Offload(ctx context.Context, c *transport.Collective) error {
 func (e *endpoint) placeHost(staged []*region) error {
 	total := 0
 	for _, r := range staged {
-		total += alignUp(max(len(r.copyIn), len(r.copyOut)))
+		total += alignUp(r.size())
 	}
 	if total == 0 && len(staged) == 0 {
 		return nil
@@ -85,7 +96,7 @@ func (e *endpoint) placeHost(staged []*region) error {
 	off := 0
 	for _, r := range staged {
 		r.ptr = base + uintptr(off)
-		off += alignUp(max(len(r.copyIn), len(r.copyOut)))
+		off += alignUp(r.size())
 	}
 	return nil
 }
@@ -151,10 +162,20 @@ func (e *endpoint) plan(c *transport.Collective) ([]groupOp, []*region, error) {
 		return nil, nil, fmt.Errorf("nccl: %w: cannot offload %s", transport.ErrNotSupported, c.Kind)
 	}
 	var staged []*region
-	inPlaceHost := c.Send.Kind() == transport.Host && c.Recv.Kind() == transport.Host && transport.Same(c.Send, c.Recv) && sendN > 0 && recvN > 0
+	// AllToAll in place would have NCCL receive block p while it still sends block p
+	// (the block this rank sends to p is where p's block lands): the pipelined copies
+	// then overwrite data not yet sent (seen on an H200 from 8 MiB at 2 ranks). So its
+	// send side is always a copy: host buffers are staged apart, a device buffer is
+	// copied into scratch first.
+	inPlace := transport.Same(c.Send, c.Recv) && sendN > 0 && recvN > 0
+	inPlaceHost := inPlace && c.Send.Kind() == transport.Host && c.Recv.Kind() == transport.Host && c.Kind != transport.KindAllToAll
 	send, sref, err := e.arg("send", c.Send, sendN, &staged, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	if inPlace && c.Kind == transport.KindAllToAll && c.Send.Kind() == transport.Device {
+		staged = append(staged, &region{devIn: send, devN: sendN})
+		send, sref = 0, len(staged)
 	}
 	var recv uintptr
 	var rref int

@@ -17,6 +17,17 @@ const (
 	chunk       = 4 << 20
 )
 
+// Pinned memory is pooled, as PyTorch's caching host allocator does: cudaHostAlloc and
+// cudaFreeHost cost about a millisecond each at any size (they map and pin pages and
+// synchronise the device), which a collective on a device buffer over a host transport
+// paid twice per call before. Blocks come in power-of-two classes from minPinned up and
+// go back to the pool when released; the pool keeps at most maxPooled bytes of free
+// blocks and frees what would go past that.
+const (
+	minPinned = 64 << 10
+	maxPooled = 1 << 30
+)
+
 // Stager moves device buffers to and from host memory for host-only transports (tcp,
 // shm, rdma). It implements transport.Stager; the nccl package registers it in init.
 type Stager struct {
@@ -26,12 +37,15 @@ type Stager struct {
 	streams map[int]*cuda.Stream
 	bounce  [2]*cuda.Pinned
 	events  map[int]*[2]*cuda.Event
-	pinned  map[uintptr]int // PinnedAlloc'ed memory: base -> length
+	pinned  map[uintptr]int // PinnedAlloc'ed memory, pooled or in use: base -> length
+	pool    map[int][]*cuda.Pinned
+	pooled  int // bytes of free blocks in pool
 }
 
 // NewStager returns a Stager on rt.
 func NewStager(rt *cuda.Runtime) *Stager {
-	return &Stager{rt: rt, streams: map[int]*cuda.Stream{}, events: map[int]*[2]*cuda.Event{}, pinned: map[uintptr]int{}}
+	return &Stager{rt: rt, streams: map[int]*cuda.Stream{}, events: map[int]*[2]*cuda.Event{}, pinned: map[uintptr]int{},
+		pool: map[int][]*cuda.Pinned{}}
 }
 
 var (
@@ -203,23 +217,55 @@ func (s *Stager) FromHost(ctx context.Context, dst transport.Buffer, src []byte)
 	return st.Synchronize(ctx)
 }
 
-// PinnedAlloc returns n bytes of pinned host memory; staging from or into it skips the
-// bounce buffers.
+// PinnedAlloc returns n bytes of pinned host memory, reused from the pool when a block
+// of n's class is free; staging from or into it skips the bounce buffers. The returned
+// func gives the block back (later calls do nothing).
 func (s *Stager) PinnedAlloc(n int) ([]byte, func(), error) {
-	p, err := s.rt.MallocHost(n)
-	if err != nil {
-		return nil, nil, err
+	if n < 0 {
+		return nil, nil, fmt.Errorf("nccl: %w: pinned allocation of %d bytes", transport.ErrInvalid, n)
 	}
+	class := pinnedClass(n)
 	s.mu.Lock()
-	s.pinned[p.Ptr()] = n
+	var p *cuda.Pinned
+	if free := s.pool[class]; len(free) > 0 {
+		p = free[len(free)-1]
+		s.pool[class] = free[:len(free)-1]
+		s.pooled -= class
+	}
 	s.mu.Unlock()
+	if p == nil {
+		var err error
+		if p, err = s.rt.MallocHost(class); err != nil {
+			return nil, nil, err
+		}
+		s.mu.Lock()
+		s.pinned[p.Ptr()] = class
+		s.mu.Unlock()
+	}
 	var once sync.Once
-	return p.Bytes(), func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.pinned, p.Ptr())
-			s.mu.Unlock()
-			_ = p.Free()
-		})
-	}, nil
+	return p.Bytes()[:n:n], func() { once.Do(func() { s.release(p) }) }, nil
+}
+
+// release returns p to the pool, or frees it when the pool is full.
+func (s *Stager) release(p *cuda.Pinned) {
+	s.mu.Lock()
+	if s.pooled+p.Len() <= maxPooled {
+		s.pool[p.Len()] = append(s.pool[p.Len()], p)
+		s.pooled += p.Len()
+		s.mu.Unlock()
+		return
+	}
+	delete(s.pinned, p.Ptr())
+	s.mu.Unlock()
+	_ = p.Free()
+}
+
+// pinnedClass is the block size that serves n bytes: the next power of two, at least
+// minPinned.
+func pinnedClass(n int) int {
+	c := minPinned
+	for c < n {
+		c <<= 1
+	}
+	return c
 }

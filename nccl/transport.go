@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +138,7 @@ func prepare(l transport.Local) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nccl: %w: no usable CUDA device: %w", transport.ErrNotSupported, err)
 	}
+	setHostID(l.Host)
 	// LOCAL_RANK picks the GPU, wrapping when ranks outnumber GPUs (several ranks on one
 	// GPU need NCCL_MULTI_RANK_GPU_ENABLE=1 on NCCL 2.30+); nccl.device is taken as given.
 	ord := l.Params.Int("nccl.device", l.Params.Int("local_rank", l.Rank)%n)
@@ -154,6 +156,24 @@ func prepare(l transport.Local) (*endpoint, error) {
 	}
 	e.busID, _ = dev.PCIBusID()
 	return e, nil
+}
+
+// setHostID makes NCCL see the hosts goccl sees. A rank that poses as a host of its own
+// (GOCCL_HOST_ID, `goccl run --host-id`, the netns tests), that is whose host identity is
+// not the machine's hostname, gets NCCL_HOSTID set to that identity before NCCL's first
+// communicator. NCCL's host hash, which otherwise comes from the hostname, then splits
+// the ranks as goccl does: between such hosts NCCL uses its network transport, as
+// between machines, instead of finding two ranks on one GPU and refusing them
+// ("Duplicate GPU detected"). An NCCL_HOSTID the user set is kept. The variable is
+// process-wide, so goroutine ranks of one process share the first one's identity.
+func setHostID(host string) {
+	if host == "" || os.Getenv("NCCL_HOSTID") != "" {
+		return
+	}
+	if h, err := os.Hostname(); err == nil && h == host {
+		return
+	}
+	os.Setenv("NCCL_HOSTID", host)
 }
 
 // checkPeers waits for the load status of rank only (or of every rank when only < 0)

@@ -1,10 +1,12 @@
 package nccl
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -457,4 +459,208 @@ func TestStager(t *testing.T) {
 	err = s.FromHost(ctx, dev.Buffer(ptr, 4), make([]byte, 5))
 	require.ErrorIs(t, err, transport.ErrInvalid)
 	require.True(t, strings.Contains(err.Error(), "4 bytes"))
+}
+
+// TestPinnedPool: pinned blocks are reused by size class instead of being allocated
+// and freed per call, a released block's memory is not handed out twice at once, the
+// fast path still recognises pooled memory as pinned, and a pool past maxPooled frees.
+func TestPinnedPool(t *testing.T) {
+	p, log := useFakes(t, false)
+	rt, err := cuda.Load(p["cuda.lib"])
+	require.NoError(t, err)
+	s := NewStager(rt)
+	allocs := func() int { return len(calls(t, log, "cudaHostAlloc")) }
+	a, freeA, err := s.PinnedAlloc(1000)
+	require.NoError(t, err)
+	require.Len(t, a, 1000)
+	b, freeB, err := s.PinnedAlloc(minPinned) // same class, while a is in use: a new block
+	require.NoError(t, err)
+	require.NotEqual(t, addrOf(a), addrOf(b))
+	require.Equal(t, 2, allocs())
+	freeA()
+	freeA() // twice: once only
+	c, freeC, err := s.PinnedAlloc(7)
+	require.NoError(t, err)
+	require.Equal(t, addrOf(a), addrOf(c), "the released block comes back")
+	_, ok := s.pinnedPtr(c)
+	require.True(t, ok)
+	d, freeD, err := s.PinnedAlloc(7) // a's block is taken again: another new one
+	require.NoError(t, err)
+	require.NotEqual(t, addrOf(c), addrOf(d))
+	require.Equal(t, 3, allocs())
+	big, freeBig, err := s.PinnedAlloc(minPinned + 1)
+	require.NoError(t, err)
+	require.Len(t, big, minPinned+1)
+	require.Equal(t, 4, allocs(), "the next class up")
+	for _, f := range []func(){freeB, freeC, freeD, freeBig} {
+		f()
+	}
+	require.Equal(t, 3*minPinned+2*minPinned, s.pooled)
+	require.Empty(t, calls(t, log, "cudaFreeHost"))
+	s.pooled = maxPooled // full: the next release frees
+	e, freeE, err := s.PinnedAlloc(3 * minPinned)
+	require.NoError(t, err)
+	freeE()
+	require.Len(t, calls(t, log, "cudaFreeHost"), 1)
+	_, ok = s.pinnedPtr(e)
+	require.False(t, ok, "freed memory is no longer taken for pinned")
+	_, _, err = s.PinnedAlloc(-1)
+	require.ErrorIs(t, err, transport.ErrInvalid)
+}
+
+// TestHostIDReachesNCCL: ranks that pose as hosts of their own (a host identity other
+// than the hostname) make NCCL see that identity as NCCL_HOSTID at init, so NCCL splits
+// hosts as goccl does; the machine's own hostname leaves NCCL's default alone, and an
+// NCCL_HOSTID the user set wins.
+func TestHostIDReachesNCCL(t *testing.T) {
+	hostname, err := os.Hostname()
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, host, user, want string }{
+		{"posing", "gpu-host-b", "", "gpu-host-b"},
+		{"hostname", hostname, "", "-"},
+		{"user's", "gpu-host-b", "site-7", "site-7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, log := useFakes(t, false)
+			t.Setenv("NCCL_HOSTID", tc.user)
+			store := rendezvous.NewMemStore()
+			t.Cleanup(func() { store.Close() })
+			ep, err := Transport{}.Open(context.Background(), transporttest.Local(transporttest.CommID("hostid"), 0, 1, store,
+				transporttest.Options{Params: p, Timeout: 20 * time.Second, Host: func(int) string { return tc.host }}))
+			require.NoError(t, err)
+			t.Cleanup(func() { ep.Close() })
+			require.NoError(t, ep.(*endpoint).Offload(context.Background(), &transport.Collective{Kind: transport.KindBarrier}))
+			inits := calls(t, log, "ncclCommInitRankConfig")
+			require.Len(t, inits, 1)
+			require.True(t, strings.HasSuffix(inits[0], " hostid="+tc.want), inits[0])
+		})
+	}
+}
+
+// TestInPlaceAllToAll: an in-place AllToAll (send and recv one buffer) gives the right
+// blocks, with device and with host buffers, and NCCL never gets aliased buffers for it
+// (on an H200, NCCL's in-place AllToAll corrupted data from 8 MiB at 2 ranks: it
+// receives block p while still sending it). Counts 1, odd and 100003.
+func TestInPlaceAllToAll(t *testing.T) {
+	p, log := useFakes(t, false)
+	const w = 2
+	eps := openAll(t, w, p)
+	dt := transport.Float32
+	for _, count := range []int{1, 7, 100003} {
+		for _, onDevice := range []bool{true, false} {
+			n := w * count * dt.Size()
+			bufs := make([][]byte, w)
+			for r := range w {
+				bufs[r] = make([]byte, n)
+				for i := 0; i < w*count; i++ {
+					put(dt, bufs[r], i, input(r, i))
+				}
+			}
+			before := len(calls(t, log, "ncclAlltoAll"))
+			errs := onAll(w, func(r int) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				c := &transport.Collective{Kind: transport.KindAllToAll, Count: count, DType: dt}
+				if !onDevice {
+					c.Send, c.Recv = transport.HostBuffer(bufs[r]), transport.HostBuffer(bufs[r])
+					return eps[r].Offload(ctx, c)
+				}
+				dev := eps[r].dev
+				ptr, err := dev.Malloc(n)
+				if err != nil {
+					return err
+				}
+				defer dev.Free(ptr)
+				if err := dev.CopyHtoD(ptr, bufs[r]); err != nil {
+					return err
+				}
+				c.Send, c.Recv = dev.Buffer(ptr, n), dev.Buffer(ptr, n)
+				if err := eps[r].Offload(ctx, c); err != nil {
+					return err
+				}
+				return dev.CopyDtoH(bufs[r], ptr)
+			})
+			for r, err := range errs {
+				require.NoError(t, err, "rank %d", r)
+			}
+			for r := range w {
+				for i := 0; i < w*count; i++ {
+					require.Equal(t, input(i/count, r*count+i%count), le(dt, bufs[r], i), "count %d device %v rank %d element %d", count, onDevice, r, i)
+				}
+			}
+			a2a := calls(t, log, "ncclAlltoAll")
+			require.Len(t, a2a, before+w)
+			for _, l := range a2a[before:] {
+				var send, recv string
+				for _, f := range strings.Fields(l) {
+					if v, ok := strings.CutPrefix(f, "send="); ok {
+						send = v
+					}
+					if v, ok := strings.CutPrefix(f, "recv="); ok {
+						recv = v
+					}
+				}
+				require.NotEmpty(t, send, l)
+				require.NotEqual(t, send, recv, "NCCL got aliased AllToAll buffers: %s", l)
+			}
+		}
+	}
+}
+
+// TestLinkStagingIsFixed: a link's staging memory (header plus one p2pChunk per
+// direction) is allocated once, at set-up, and messages of any size pass through it in
+// chunks, both directions at once: growing it on demand called cudaFree while the
+// other direction's receive was running, which hung both ranks on a real GPU. Sizes 0,
+// 1, a chunk less one, a chunk, and two chunks and an odd tail.
+func TestLinkStagingIsFixed(t *testing.T) {
+	for _, mode := range []string{"device", "pinned"} {
+		t.Run(mode, func(t *testing.T) {
+			p, log := useFakes(t, false)
+			p["nccl.p2p_buffer"] = mode
+			conns := transporttest.Mesh(t, Transport{}, 2, transporttest.Options{Params: p, Timeout: 20 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for seq, n := range []int{0, 1, p2pChunk - 1, p2pChunk, 2*p2pChunk + 7} {
+				h := transport.Header{Seq: uint64(seq + 1), Tag: uint32(n)}
+				msg := func(r int) []byte {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = byte(i*7 + r*31 + n)
+					}
+					return b
+				}
+				errs := onAll(4, func(i int) error {
+					r := i / 2
+					c := conns[r][1-r]
+					if i%2 == 0 {
+						return c.Send(ctx, h, msg(r))
+					}
+					got := make([]byte, n)
+					if err := c.Recv(ctx, h, got); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, msg(1-r)) {
+						return fmt.Errorf("rank %d: %d bytes from rank %d differ", r, n, 1-r)
+					}
+					return nil
+				})
+				for _, err := range errs {
+					require.NoError(t, err, "n=%d", n)
+				}
+			}
+			alloc := "cudaMalloc"
+			if mode == "pinned" {
+				alloc = "cudaHostAlloc"
+			}
+			stage := 0
+			for _, l := range calls(t, log, alloc) {
+				if strings.Contains(l, fmt.Sprintf(" n=%d", transport.FrameHeaderSize+p2pChunk)) {
+					stage++
+				}
+			}
+			require.Equal(t, 4, stage, "one staging buffer per direction and rank")
+			require.Empty(t, calls(t, log, "cudaFree"), "nothing freed before Close")
+			require.Empty(t, calls(t, log, "cudaFreeHost"), "nothing freed before Close")
+		})
+	}
 }

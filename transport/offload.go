@@ -35,7 +35,8 @@ type Stager interface {
 	ToHost(ctx context.Context, dst []byte, src Buffer) error
 	// FromHost copies src into device buffer dst.
 	FromHost(ctx context.Context, dst Buffer, src []byte) error
-	// PinnedAlloc returns n bytes of page-locked host memory and a function that frees it.
+	// PinnedAlloc returns n bytes of page-locked host memory and a function that gives it
+	// back (the stager may keep it for the next call).
 	PinnedAlloc(n int) ([]byte, func(), error)
 }
 

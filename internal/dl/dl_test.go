@@ -58,3 +58,25 @@ func TestOpenErrors(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrNotSupported)
 	require.Contains(t, err.Error(), "goccl_required")
 }
+
+// TestSiteDirsFromPythonOnPath: a virtual environment that is on PATH but not
+// activated (no $VIRTUAL_ENV), as on a machine whose python3 is a venv's, still has its
+// site-packages searched, found through the python3 link's prefix and not its target's
+// alone.
+func TestSiteDirsFromPythonOnPath(t *testing.T) {
+	base, venv := t.TempDir(), t.TempDir()
+	for _, d := range []string{base, venv} {
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "bin"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(d, "lib", "python3.12", "site-packages"), 0o755))
+	}
+	py := filepath.Join(base, "bin", "python3.12")
+	require.NoError(t, os.WriteFile(py, []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.Symlink(py, filepath.Join(venv, "bin", "python3")))
+	t.Setenv("PATH", filepath.Join(venv, "bin"))
+	t.Setenv("VIRTUAL_ENV", "")
+	t.Setenv("CONDA_PREFIX", "")
+	t.Setenv("PYTHONPATH", "")
+	dirs := SiteDirs()
+	require.Contains(t, dirs, filepath.Join(venv, "lib", "python3.12", "site-packages"))
+	require.Contains(t, dirs, filepath.Join(base, "lib", "python3.12", "site-packages"))
+}

@@ -2,6 +2,7 @@ package dl
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -112,7 +113,8 @@ func (s Spec) siteDirs() []string {
 
 // SiteDirs returns the Python site-packages (and dist-packages) roots on this machine,
 // found without running Python: $VIRTUAL_ENV and $CONDA_PREFIX first (the environment
-// a user activated), then PYTHONPATH entries, the user site, and the system locations.
+// a user activated), then PYTHONPATH entries, the user site, the prefix of the python3
+// on PATH, and the system locations.
 func SiteDirs() []string {
 	var pats []string
 	add := func(prefix string) {
@@ -130,6 +132,14 @@ func SiteDirs() []string {
 	}
 	if home, err := os.UserHomeDir(); err == nil {
 		pats = append(pats, filepath.Join(home, ".local", "lib", "python3*", "site-packages"))
+	}
+	// The python3 on PATH: a virtual environment's bin/python3 links to its base
+	// interpreter, so both the link's prefix (the environment) and the target's count.
+	if py, err := exec.LookPath("python3"); err == nil {
+		add(filepath.Dir(filepath.Dir(py)))
+		if real, err := filepath.EvalSymlinks(py); err == nil {
+			add(filepath.Dir(filepath.Dir(real)))
+		}
 	}
 	pats = append(pats,
 		"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",

@@ -2,7 +2,6 @@ package perf
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/goccl/goccl/nccl"
 	"github.com/goccl/goccl/nccl/cuda"
@@ -18,12 +17,7 @@ func init() {
 		if err != nil {
 			return "", "", err
 		}
-		s, err := nccl.CUDADeviceString(d.Runtime(), d.Ordinal())
-		if err != nil {
-			return "", "", err
-		}
-		pci, name, _ := strings.Cut(s, " ")
-		return pci, name, nil
+		return nccl.CUDADevice(d.Runtime(), d.Ordinal())
 	}
 	CUDAHooks.Alloc = func(local, n int) (transport.Buffer, func(), error) {
 		d, err := localDevice(local)

@@ -59,6 +59,9 @@ static int uidValid(const ncclUniqueId *id) {
 	return 1;
 }
 
+/* hostid is NCCL_HOSTID as NCCL would read it at init ("-" when unset). */
+static const char *hostid(void) { const char *h = getenv("NCCL_HOSTID"); return h && *h ? h : "-"; }
+
 static int initRank(struct comm **out, int nranks, ncclUniqueId id, int rank, int blocking) {
 	if (!uidValid(&id)) { seterr("unique id corrupted (not passed by value?)"); return InvalidArgument; }
 	if (nranks < 1 || rank < 0 || rank >= nranks) { seterr("bad rank or nranks"); return InvalidArgument; }
@@ -88,16 +91,16 @@ static int initRank(struct comm **out, int nranks, ncclUniqueId id, int rank, in
 
 int ncclCommInitRank(struct comm **comm, int nranks, ncclUniqueId id, int rank) {
 	FAIL("ncclCommInitRank");
-	fake_log("ncclCommInitRank dev=%d nranks=%d rank=%d uidok=%d", fake_cur_dev(), nranks, rank, uidValid(&id));
+	fake_log("ncclCommInitRank dev=%d nranks=%d rank=%d uidok=%d hostid=%s", fake_cur_dev(), nranks, rank, uidValid(&id), hostid());
 	return initRank(comm, nranks, id, rank, 1);
 }
 
 #ifndef FAKE_OLD
 int ncclCommInitRankConfig(struct comm **comm, int nranks, ncclUniqueId id, int rank, config18 *cfg) {
 	FAIL("ncclCommInitRankConfig");
-	fake_log("ncclCommInitRankConfig dev=%d nranks=%d rank=%d uidok=%d size=%zu magic=0x%x version=%u blocking=%d cga=%d minCTAs=%d maxCTAs=%d netName=%s splitShare=%d trafficClass=%d",
+	fake_log("ncclCommInitRankConfig dev=%d nranks=%d rank=%d uidok=%d size=%zu magic=0x%x version=%u blocking=%d cga=%d minCTAs=%d maxCTAs=%d netName=%s splitShare=%d trafficClass=%d hostid=%s",
 		fake_cur_dev(), nranks, rank, uidValid(&id), cfg->size, cfg->magic, cfg->version, cfg->blocking,
-		cfg->cgaClusterSize, cfg->minCTAs, cfg->maxCTAs, cfg->netName ? cfg->netName : "NULL", cfg->splitShare, cfg->trafficClass);
+		cfg->cgaClusterSize, cfg->minCTAs, cfg->maxCTAs, cfg->netName ? cfg->netName : "NULL", cfg->splitShare, cfg->trafficClass, hostid());
 	if (cfg->magic != 0xcafebeef) { seterr("config not initialized via NCCL_CONFIG_INITIALIZER"); return InvalidArgument; }
 	return initRank(comm, nranks, id, rank, cfg->blocking == 0 ? 0 : 1);
 }
