@@ -179,6 +179,15 @@ func (c *conn) stage(l *link) (uintptr, []byte) {
 	return l.dev, nil
 }
 
+// afterHeader is the payload part of staging memory at ptr (host: its host view, nil
+// for device memory), which starts with the frame header.
+func afterHeader(ptr uintptr, host []byte) (uintptr, []byte) {
+	if host == nil {
+		return ptr + transport.FrameHeaderSize, nil
+	}
+	return ptr + transport.FrameHeaderSize, host[transport.FrameHeaderSize:]
+}
+
 // put copies b into staging memory at ptr (host, its host view, when pinned).
 func (c *conn) put(ptr uintptr, host, b []byte) error {
 	if host != nil {
@@ -310,10 +319,7 @@ func (c *conn) send(ctx context.Context, h transport.Header, payload []byte) err
 		return err
 	}
 	ptr, host := c.stage(l)
-	pay, payHost := ptr+transport.FrameHeaderSize, []byte(nil)
-	if host != nil {
-		payHost = host[transport.FrameHeaderSize:]
-	}
+	pay, payHost := afterHeader(ptr, host)
 	var hdr [transport.FrameHeaderSize]byte
 	f := transport.Frame{Header: h, Len: uint64(len(payload))}
 	f.Encode(hdr[:])
@@ -347,11 +353,7 @@ func (c *conn) send(ctx context.Context, h transport.Header, payload []byte) err
 // recvChunks receives n payload bytes in p2pChunk pieces into l's staging memory after
 // the header, handing each piece to use (nil: discard).
 func (c *conn) recvChunks(ctx context.Context, cm *comm, l *link, what string, n int, use func(off int, pay uintptr, host []byte) error) error {
-	ptr, host := c.stage(l)
-	pay, payHost := ptr+transport.FrameHeaderSize, []byte(nil)
-	if host != nil {
-		payHost = host[transport.FrameHeaderSize:]
-	}
+	pay, payHost := afterHeader(c.stage(l))
 	for off := 0; off < n; off += p2pChunk {
 		m := min(p2pChunk, n-off)
 		if err := cm.run(ctx, what, []groupOp{{kind: opRecv, dt: ncclUint8, root: 0, recv: pay, count: m}}); err != nil {
