@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gpu-check.sh: the real-hardware check for goccl's nccl transport (issue 7), for a lent
+# gpu-check.sh: the real-hardware check for goccl's nccl transport and for training on
+# the device (issues 7 and 8), for a lent
 # GPU machine that has no Go toolchain and no network. It uses a goccl binary built
 # elsewhere (GOCCL_BIN, else ./bin/goccl, else ./goccl; built with `go build` only if Go
 # happens to exist), finds NCCL and the CUDA runtime in python3's site-packages (pip
@@ -8,6 +9,9 @@
 # (default 420) for the whole script on one H200; every step has its own timeout, cut to
 # what is left of the budget, so one hang cannot eat the rest, and a step that would start
 # with under 15 s left is skipped and says so. The steps most worth having come first.
+# It exits 0 when every step passed. Through the device tool, which brings back at most 8
+# files, run it with OUT=/tmp/gc and tar that folder into the tool's $OUT (BENCHMARKS.md,
+# "GPU", has the command and the results of the first runs on an H200).
 #
 # Build the binaries on the dev machine first (stripped: they travel to the GPU machine):
 #   CGO_ENABLED=1 go build -ldflags='-s -w' -o bin/goccl ./cmd/goccl
