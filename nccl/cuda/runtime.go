@@ -192,10 +192,22 @@ func (p *Pinned) Free() error {
 	return err
 }
 
+// PollSpin is how long Poll spins (yielding to other goroutines) before it sleeps.
+//
+// It was 50 µs. On the H200 machine, NCCL's 512 MiB out-of-place AllReduce at one rank
+// took 1216 µs through goccl where the same copy took 256 µs in PyTorch: a wait that
+// outlasts the spin sleeps, and short timer sleeps overshoot in these VMs (Go's timers
+// here: a done() that turns true 256 µs after the start is seen 1.2 ms late, one at 66
+// µs 0.6 ms late; `go test -run '^$' -bench PollLate ./nccl/cuda`). Spinning for 2 ms
+// covers the GPU work of a collective call up to hundreds of megabytes; the host thread
+// that waits for it has nothing else to do, which is also why cudaStreamSynchronize
+// spins by default. Longer waits then sleep, and their overshoot is a smaller share.
+var PollSpin = 2 * time.Millisecond
+
 // Poll calls done until it reports true or an error, or ctx ends. It spins (yielding)
-// for the first 50 µs, because most GPU waits are short and a sleeping wake-up costs
-// tens of microseconds in VMs, then sleeps with an interval growing to 200 µs so a
-// long wait does not burn a core.
+// for PollSpin, because a sleeping wake-up costs tens to hundreds of microseconds in
+// VMs, then sleeps with an interval growing to 200 µs so a long wait does not burn a
+// core.
 func Poll(ctx context.Context, done func() (bool, error)) error {
 	start := time.Now()
 	sleep := 5 * time.Microsecond
@@ -207,7 +219,7 @@ func Poll(ctx context.Context, done func() (bool, error)) error {
 		if err := ctx.Err(); err != nil {
 			return ctxErr(ctx)
 		}
-		if time.Since(start) < 50*time.Microsecond {
+		if time.Since(start) < PollSpin {
 			runtime.Gosched()
 			continue
 		}
