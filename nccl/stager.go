@@ -17,10 +17,11 @@ const (
 	chunk       = 4 << 20
 )
 
-// Pinned memory is pooled, as PyTorch's caching host allocator does: cudaHostAlloc and
-// cudaFreeHost cost about a millisecond each at any size (they map and pin pages and
-// synchronise the device), which a collective on a device buffer over a host transport
-// paid twice per call before. Blocks come in power-of-two classes from minPinned up and
+// Pinned memory is pooled, as PyTorch's caching host allocator does. A collective on
+// device buffers over a host transport used to allocate and free its staging with
+// cudaHostAlloc and cudaFreeHost on every call (pinning maps pages; cudaFreeHost
+// synchronises the device): on the H200 machine an 8-byte AllReduce over shm took
+// 1532 us that way and 187 us pooled. Blocks come in power-of-two classes from minPinned up and
 // go back to the pool when released; the pool keeps at most maxPooled bytes of free
 // blocks and frees what would go past that.
 const (
