@@ -4,11 +4,11 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goccl/goccl/internal/dl"
 	"github.com/goccl/goccl/nccl/kernels/kerneltest"
 )
 
@@ -24,18 +24,10 @@ func TestMultiProcessCUDAFakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	if !dl.Supported {
-		t.Skip("built without cgo: libraries cannot be loaded")
+	for _, kv := range kerneltest.ForProcesses(t) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
 	}
-	libs, err := kerneltest.Build(t.TempDir())
-	if errors.Is(err, kerneltest.ErrNoCompiler) {
-		t.Skip("no C compiler: cannot build the fake CUDA libraries")
-	}
-	require.NoError(t, err)
-	t.Setenv("GOCCL_CUDA_LIB", libs.CUDA)
-	t.Setenv("GOCCL_CUDA_DRIVER", libs.Driver)
-	t.Setenv("GOCCL_CUDA_NVRTC", libs.NVRTC)
-	t.Setenv("GOCCL_CUDA_CUBLAS", libs.CUBLAS)
 	if raceEnabled {
 		t.Setenv("GOCCL_TRANSPORT", "tcp")
 	}

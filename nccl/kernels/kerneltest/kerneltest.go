@@ -37,6 +37,27 @@ type Libs struct {
 	Work     string // where the fake NVRTC puts its compiled kernels
 }
 
+// ForProcesses builds the fakes into a test's temporary directory for tests that start
+// goccl as processes, skipping the test where no library can be loaded (no cgo) or
+// there is no compiler, and returns the environment that points those processes at the
+// fakes (GOCCL_NCCL_LIB, GOCCL_CUDA_LIB, GOCCL_CUDA_DRIVER, GOCCL_CUDA_NVRTC,
+// GOCCL_CUDA_CUBLAS), as NAME=value entries.
+func ForProcesses(t testing.TB) []string {
+	t.Helper()
+	if !dl.Supported {
+		t.Skip("built without cgo: libraries cannot be loaded")
+	}
+	l, err := Build(t.TempDir())
+	if errors.Is(err, ErrNoCompiler) {
+		t.Skip("no C compiler: cannot build the fake NCCL and CUDA libraries")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"GOCCL_NCCL_LIB=" + l.NCCL, "GOCCL_CUDA_LIB=" + l.CUDA, "GOCCL_CUDA_DRIVER=" + l.Driver,
+		"GOCCL_CUDA_NVRTC=" + l.NVRTC, "GOCCL_CUDA_CUBLAS=" + l.CUBLAS}
+}
+
 // ErrNoCompiler means there is no C/C++ compiler, so tests must skip.
 var ErrNoCompiler = fakelib.ErrNoCompiler
 
