@@ -178,19 +178,20 @@ func (m CostModel) stretch(w int) float64 {
 
 // lockstep scales all ranks' bytes of an algorithm whose steps wait for one another (the
 // ring's 2(W-1), each a segment in the caller's goroutine) when ranks outnumber the
-// cores and waiting ranks poll (Polls). A polling rank never leaves its core idle, so
-// the kernel keeps the ranks where they are: some core holds ceil(W/Cores) of them, and
-// every step waits for that core to do all of their work. All ranks' bytes then count
-// as ceil(W/Cores) x Cores ranks' worth, not W (3 ranks on 2 cores: 4/3); where W/Cores
-// is whole it changes nothing. Over shm at 3 ranks on 2 cores the ring measured 1.5-2x
-// the model's time at 64-512 KiB and 1.2-1.4x at 1-2 MiB, while naive and rd's direct
-// exchange, one or two steps, matched it. Past the eager size the ring pipelines its
-// chunks and its bytes come from memory, which every core shares: it measured
-// 0.9-1.0x the model at 4 MiB, so it is not scaled there (BENCHMARKS.md, "Speed", 28).
-// Ranks that sleep in the kernel (tcp) wake on an idle core, so their work spreads as
-// W/Cores, and nothing changes.
+// cores. In such a step every rank sends and receives at once, so no core is idle for
+// long enough that the kernel would move a rank onto it: some core holds ceil(W/Cores)
+// of them, and every step waits for that core to do all of their work. All ranks' bytes
+// then count as ceil(W/Cores) x Cores ranks' worth, not W (3 ranks on 2 cores: 4/3);
+// where W/Cores is whole it changes nothing. Over shm at 3 ranks on 2 cores the ring
+// measured 1.5-2x the model's time at 64-512 KiB and 1.2-1.4x at 1-2 MiB, while naive
+// and rd's direct exchange, one or two steps, matched it; over tcp, whose waiting ranks
+// sleep in the kernel, 6 rounds of bench/auto.sh had it 1.2x, 1.5x and 1.2x at 512 KiB,
+// 1 MiB and 2 MiB, and naive 0.8-1.1x. Past the eager size the ring pipelines its
+// chunks and its bytes come from memory, which every core shares: it measured 0.9-1.0x
+// the model at 4 MiB over shm, so it is not scaled there (BENCHMARKS.md, "Speed", 28
+// and 29).
 func (m CostModel) lockstep(w int) float64 {
-	if !m.Polls || m.Cores <= 0 || w <= m.Cores {
+	if m.Cores <= 0 || w <= m.Cores {
 		return 1
 	}
 	per := (w + m.Cores - 1) / m.Cores

@@ -90,7 +90,13 @@ func TestPredictOversubscribed(t *testing.T) {
 				hop = 10e-6*f + algos.ShmModel.Async.Seconds()*0 // Async is zero in this model
 			}
 			chunks := max(1, math.Ceil(nf/wf/float64(algos.DefaultChunkBytes)))
-			want := 2*(wf-1)*hop + f*(4*(wf-1)*chunks*1e-6+2*(wf-1)/wf*nf/1e9+(wf-1)/wf*nf/2e9)
+			// Serial steps (segments within the eager size) wait for the core that holds
+			// ceil(W/2) ranks: their bytes count ceil(W/2) x 2 ranks, not W.
+			ls := 1.0
+			if nf/wf <= algos.EagerBytes {
+				ls = math.Ceil(wf/2) * 2 / wf
+			}
+			want := 2*(wf-1)*hop + f*4*(wf-1)*chunks*1e-6 + f*ls*(2*(wf-1)/wf*nf/1e9+(wf-1)/wf*nf/2e9)
 			require.InDelta(t, want, c.Seconds(), 1e-9*max(1, want), "w=%d n=%d", w, n)
 			// The root of naive does most of its work itself: spreading every rank's bytes
 			// over the cores costs it less than it costs the ring.
@@ -102,8 +108,8 @@ func TestPredictOversubscribed(t *testing.T) {
 }
 
 // TestPredictPolls: where waiting ranks poll, the busiest rank's messages stretch by
-// W/cores. The ring's ranks all do the same, so where W/cores is whole (see
-// TestPredictLockstep for the rest) it is priced as before; naive's root handles 2(W-1)
+// W/cores. The ring's ranks all do the same, so it is priced as with sleeping ranks
+// (its lock-stepped bytes too: TestPredictLockstep); naive's root handles 2(W-1)
 // messages plus a leaf's 2, so an 8-byte naive AllReduce costs (2W x W/2 - 2W) messages
 // more at 2 cores (its 4(W-1) messages over 2 cores were less).
 func TestPredictPolls(t *testing.T) {
@@ -111,9 +117,6 @@ func TestPredictPolls(t *testing.T) {
 	polls := two
 	polls.Polls = true
 	for _, w := range []int{2, 3, 4, 8} {
-		if w%2 != 0 {
-			continue // the ring's lock-stepped bytes: TestPredictLockstep
-		}
 		r0, err := two.Predict("ring", transport.KindAllReduce, 1<<20, w)
 		require.NoError(t, err)
 		r1, err := polls.Predict("ring", transport.KindAllReduce, 1<<20, w)
@@ -132,34 +135,45 @@ func TestPredictPolls(t *testing.T) {
 	}
 }
 
-// TestPredictLockstep: where waiting ranks poll and ranks outnumber the cores, the
-// ring's steps wait for the core that holds ceil(W/cores) ranks, so on its serial path
-// (segments within the eager size) its bytes and reduction cost, against a model whose
-// ranks sleep, (W-1) n (ceil(W/C)/W - 1/C) x (2/Beta + 1/Gamma) more: the serial
-// ring's busiest rank moves 2(W-1) segments of n/W and reduces W-1 of them, and all
-// ranks' work is spread over ceil(W/C) x C rank-slots instead of W. Nothing changes
-// where W/C is whole, with a core per rank, or past the eager size.
+// TestPredictLockstep: where ranks outnumber the cores, the ring's steps wait for the
+// core that holds ceil(W/cores) ranks, whether waiting ranks poll or sleep. On its
+// serial path (segments within the eager size, one message per step, so the message
+// terms do not depend on n) its bytes and reduction cost (W-1) n ceil(W/C)/W x
+// (2/Beta + 1/Gamma) above the empty call: all ranks' 2(W-1) n bytes and (W-1) n of
+// reduction spread over ceil(W/C) x C rank-slots on C cores. With a core per rank
+// (ceil = 1) that is the busiest rank's own 2(W-1) segments of n/W; past the eager size
+// the ring pipelines its chunks and is not scaled (1/C per rank-byte, not ceil(W/C)/W).
 func TestPredictLockstep(t *testing.T) {
 	const beta, gamma = 1e9, 2e9
 	for _, tc := range []struct{ w, cores, n int }{
 		{3, 2, 0}, {3, 2, 1}, {3, 2, 1001}, {3, 2, 256 << 10}, {3, 2, 3 << 20}, {3, 2, 3<<20 + 64}, {3, 2, 64 << 20},
 		{5, 2, 512 << 10}, {7, 2, 4 << 20}, {5, 4, 64 << 10}, {4, 2, 512 << 10}, {8, 2, 1 << 20}, {3, 4, 256 << 10}, {2, 1, 1 << 20},
 	} {
-		sleeps := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: beta, Gamma: gamma,
-			Cores: tc.cores, EagerBytes: 1 << 20, ChunkBytes: 1 << 20}
-		polls := sleeps
-		polls.Polls = true
-		s, err := sleeps.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
-		require.NoError(t, err)
-		p, err := polls.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
-		require.NoError(t, err)
-		want := 0.0
-		w, c, n := float64(tc.w), float64(tc.cores), float64(tc.n)
-		if tc.w > tc.cores && n/w <= 1<<20 {
-			perCore := math.Ceil(w / c)
-			want = (w - 1) * n * (perCore/w - 1/c) * (2/beta + 1/gamma)
+		for _, polls := range []bool{false, true} {
+			m := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: beta, Gamma: gamma,
+				Cores: tc.cores, EagerBytes: 1 << 20, ChunkBytes: 1 << 20, Polls: polls}
+			w, c, n := float64(tc.w), float64(tc.cores), float64(tc.n)
+			if n/w > 1<<20 {
+				// Past the eager size: polling or not, the same price.
+				other := m
+				other.Polls = !polls
+				a, err := m.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
+				require.NoError(t, err)
+				b, err := other.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
+				require.NoError(t, err)
+				require.Equal(t, a, b, "w=%d cores=%d n=%d", tc.w, tc.cores, tc.n)
+				continue
+			}
+			full, err := m.Predict("ring", transport.KindAllReduce, tc.n, tc.w)
+			require.NoError(t, err)
+			empty, err := m.Predict("ring", transport.KindAllReduce, 0, tc.w)
+			require.NoError(t, err)
+			want := (w - 1) * n * math.Ceil(w/c) / w * (2/beta + 1/gamma)
+			if tc.w == 2 {
+				want = n * math.Ceil(w/c) * (1/beta + 1/gamma) // two ranks swap the whole buffer in one exchange
+			}
+			require.InDelta(t, want, (full - empty).Seconds(), 2e-9, "w=%d cores=%d n=%d polls=%v", tc.w, tc.cores, tc.n, polls)
 		}
-		require.InDelta(t, want, (p - s).Seconds(), 2e-9, "w=%d cores=%d n=%d", tc.w, tc.cores, tc.n)
 	}
 }
 

@@ -37,7 +37,7 @@ def main(paths):
                 if algo == "auto":
                     ran[key][picked] += 1
     keys = sorted({k[:2] for k in times})
-    print(f"Medians of {len(rounds)} rounds, out-of-place us per call (`goccl perf <collective> --algo ...`, default transport).")
+    print(f"Medians of {len(rounds)} rounds, out-of-place us per call (`goccl perf <collective> --algo ...`, the transport auto.sh ran: TRANSPORT, default shm).")
     print("auto/best: auto's median over the best fixed median; pick/best: the median of the algorithm auto ran, over the best.")
     print()
     print("| ranks | size | " + " | ".join(["auto"] + FIXED) + " | best | auto ran | auto/best | pick/best |")

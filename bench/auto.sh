@@ -24,6 +24,10 @@
 # all_gather and reduce_scatter, and tree too for broadcast; ring, tree and naive for
 # reduce); TUNE applies to all_reduce only.
 #
+# TRANSPORT=tcp (or any name `goccl perf --transport` takes) sweeps that transport
+# instead of the default (shm for local ranks); staged, which only shm's links carry,
+# is left out of the fixed algorithms there.
+#
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/auto.md
 # (bench/auto.py). Run nothing else meanwhile. DAMON=off (root) stops the kernel's DAMON
@@ -56,6 +60,7 @@ if [[ ${TUNE:-0} == 1 ]]; then
   done
 fi
 COLL=${COLL:-all_reduce}
+TRANSPORT=${TRANSPORT:-auto}
 case $COLL in
   all_reduce) ALGOS=(auto ring tree rd naive staged) ;;
   all_gather | reduce_scatter) ALGOS=(auto ring naive staged) ;;
@@ -63,6 +68,11 @@ case $COLL in
   reduce) ALGOS=(auto ring tree naive) ;;
   *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather, reduce_scatter, broadcast or reduce" >&2; exit 2 ;;
 esac
+if [[ $TRANSPORT != auto && $TRANSPORT != shm ]]; then
+  kept=()
+  for a in "${ALGOS[@]}"; do [[ $a != staged ]] && kept+=("$a"); done
+  ALGOS=("${kept[@]}")
+fi
 # sizes as five sweeps: iterations and warm-up fit the time per call (-f 2 as nccl-tests),
 # so that every size times at least ~5 ms at 2 ranks (with 30 iterations from 128 KiB,
 # 1-2 ms, one stall of the VM made one report 2-3x its neighbours': BENCHMARKS.md,
@@ -86,7 +96,7 @@ for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
       read -r lo hi iters warm <<< "$sw"
       tunefile=()
       [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$TDIR/tune-$np.json")
-      timeout 900 "${tunefile[@]}" bench/bin/goccl perf "$COLL" --np "$np" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
+      timeout 900 "${tunefile[@]}" bench/bin/goccl perf "$COLL" --np "$np" --transport "$TRANSPORT" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
         -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
         awk -v np="$np" -v r="$round" '
           /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}

@@ -2,12 +2,14 @@
 # headline.sh - the headline ratios of BENCHMARKS.md (issue 10's targets) as medians of
 # REPS interleaved rounds: every round runs goccl (shm and tcp, auto and ring; at 64 MiB
 # over shm also with buffers from AllocShared, perf -R 2), Open MPI
-# 4.1 (vader, tcp) and PyTorch gloo at 8 B and 64 MiB, 2 and 4 ranks, one after another,
-# so a slow minute of the shared VM falls on every tool alike. One sweep of
+# 4.1 (vader, tcp) and PyTorch gloo at 8 B and 64 MiB, 2 and 4 ranks, then goccl auto
+# and the same peers at the mid sizes 64 KiB-4 MiB, one after another, so a slow minute
+# of the shared VM falls on every tool alike. One sweep of
 # bench/allreduce.sh is one sample per point, and single launches here differ by 10-40 %.
 #
-#     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~1 min per round
+#     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~3.5 min per round
 #
+# MID=0 leaves the mid sizes out; TARGETS=0 runs only them.
 # Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw) and
 # OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/headline.md: per point the median
 # over rounds, and each target's ratio. Run nothing else meanwhile. DAMON=off stops the
@@ -51,10 +53,13 @@ args() { # bytes transport
 peer_row() { # tool transport np bytes round < peer TSV line
   awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
 }
+TARGET_NP=(2 4)
+((${TARGETS:-1})) || TARGET_NP=()
+MID=${MID:-1}
 for round in $(seq "$REPS"); do
   echo "== round $round/$REPS" >&2
   bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2}' >> "$TSV"
-  for np in 2 4; do
+  for np in "${TARGET_NP[@]}"; do
     for bytes in 8 67108864; do
       for tr in shm tcp; do
         read -r iters warm < <(args $bytes $tr)
@@ -78,6 +83,25 @@ for round in $(seq "$REPS"); do
         peer_row gloo tcp $np $bytes $round >> "$TSV"
     done
   done
+  ((MID)) || continue
+  # The mid sizes, 64 KiB-4 MiB, where the peers peak: goccl auto against each peer in
+  # two sweeps per tool, iterations fitted to the time per call.
+  for np in 2 4; do
+    for sweep in "65536 524288 300 30" "1048576 4194304 60 6"; do
+      read -r lo hi iters warm <<< "$sweep"
+      for tr in shm tcp; do
+        timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto \
+          -b $lo -e $hi -f 2 -n $iters -w $warm -z 2 -c 1 2>&1 |
+          awk -v tr=$tr -v np=$np -v r=$round '/^ +[0-9]/ {print "goccl/auto\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+      done
+      "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $lo $hi $iters $warm |
+        peer_row "Open MPI" vader $np - $round >> "$TSV"
+      "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $lo $hi $iters $warm |
+        peer_row "Open MPI" tcp $np - $round >> "$TSV"
+      OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $np $lo $hi $iters $warm |
+        peer_row gloo tcp $np - $round >> "$TSV"
+    done
+  done
 done
 python3 - "$TSV" > "$OUT/headline.md" <<'EOF'
 import statistics, sys
@@ -90,24 +114,38 @@ rounds = max(len(v) for v in pts.values())
 med = lambda k, i: statistics.median(x[i] for x in pts[k]) if k in pts else float("nan")
 c = med(("membw", "copy2", 2, 0), 1)
 print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s.\n")
-print("| target | goccl (auto / ring) | peer | ratio (auto / ring) |")
-print("|---|---|---|---|")
 M = 64 << 20
-for np, want in ((2, 3), (4, 2)):
-    a, g, v = med(("goccl/auto", "shm", np, M), 1), med(("goccl/ring", "shm", np, M), 1), med(("Open MPI", "vader", np, M), 1)
-    print(f"| shm busbw 64 MiB, {np} ranks >= {want}x vader | {a:.2f} / {g:.2f} GB/s ({100*a/(4*c/(5*np)):.0f} % / {100*g/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
-    d = med(("goccl/R2", "shm", np, M), 1)
-    bd = 4*c*(np-1)/(np*(3*np-1))  # direct's bound: (3W-1)/W bytes through memory per byte, per rank
-    print(f"| the same, buffers from AllocShared (perf -R 2, algorithm direct) | {d:.2f} GB/s ({100*d/bd:.0f} % of 4C(W-1)/(W(3W-1))) | {v:.2f} | {d/v:.2f}x |")
-for np in (2, 4):
-    a, g = med(("goccl/auto", "tcp", np, M), 1), med(("goccl/ring", "tcp", np, M), 1)
-    for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):
-        v = med(peer + (np, M), 1)
-        print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
-for np in (2, 4):
-    for tr, peer in (("shm", ("Open MPI", "vader")), ("tcp", ("Open MPI", "tcp"))):
-        a, g, v = med(("goccl/auto", tr, np, 8), 0), med(("goccl/ring", tr, np, 8), 0), med(peer + (np, 8), 0)
-        print(f"| 8 B latency, {tr}, {np} ranks <= {peer[0]} {peer[1]} | {a:.1f} / {g:.1f} us | {v:.1f} us | {a/v:.2f}x / {g/v:.2f}x the peer's time |")
+if any(k[3] == M for k in pts):
+    print("| target | goccl (auto / ring) | peer | ratio (auto / ring) |")
+    print("|---|---|---|---|")
+    for np, want in ((2, 3), (4, 2)):
+        a, g, v = med(("goccl/auto", "shm", np, M), 1), med(("goccl/ring", "shm", np, M), 1), med(("Open MPI", "vader", np, M), 1)
+        print(f"| shm busbw 64 MiB, {np} ranks >= {want}x vader | {a:.2f} / {g:.2f} GB/s ({100*a/(4*c/(5*np)):.0f} % / {100*g/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+        d = med(("goccl/R2", "shm", np, M), 1)
+        bd = 4*c*(np-1)/(np*(3*np-1))  # direct's bound: (3W-1)/W bytes through memory per byte, per rank
+        print(f"| the same, buffers from AllocShared (perf -R 2, algorithm direct) | {d:.2f} GB/s ({100*d/bd:.0f} % of 4C(W-1)/(W(3W-1))) | {v:.2f} | {d/v:.2f}x |")
+    for np in (2, 4):
+        a, g = med(("goccl/auto", "tcp", np, M), 1), med(("goccl/ring", "tcp", np, M), 1)
+        for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):
+            v = med(peer + (np, M), 1)
+            print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+    for np in (2, 4):
+        for tr, peer in (("shm", ("Open MPI", "vader")), ("tcp", ("Open MPI", "tcp"))):
+            a, g, v = med(("goccl/auto", tr, np, 8), 0), med(("goccl/ring", tr, np, 8), 0), med(peer + (np, 8), 0)
+            print(f"| 8 B latency, {tr}, {np} ranks <= {peer[0]} {peer[1]} | {a:.1f} / {g:.1f} us | {v:.1f} us | {a/v:.2f}x / {g/v:.2f}x the peer's time |")
+mids = sorted({k[3] for k in pts if (64 << 10) <= k[3] <= (4 << 20)})
+if mids:
+    print(f"\nMid sizes: goccl auto's time per call against the peer's (us, medians), and the ratio; ** marks goccl slower.\n")
+    cols = [(tr, np, peer, f"{tr} {np} ranks vs {name}") for np in (2, 4)
+            for tr, peer, name in (("shm", ("Open MPI", "vader"), "vader"), ("tcp", ("Open MPI", "tcp"), "Open MPI tcp"), ("tcp", ("gloo", "tcp"), "gloo"))]
+    print("| size | " + " | ".join(c[3] for c in cols) + " |")
+    print("|---:|" + "---|" * len(cols))
+    for b in mids:
+        cells = []
+        for tr, np, peer, _ in cols:
+            a, v = med(("goccl/auto", tr, np, b), 0), med(peer + (np, b), 0)
+            cells.append(f"{'**' if a > v else ''}{a:.1f} vs {v:.1f} ({a/v:.2f}x){'**' if a > v else ''}")
+        print(f"| {b >> 10} KiB | " + " | ".join(cells) + " |")
 print("\nEvery sample (us per call, busbw GB/s):\n")
 print("| tool | transport | ranks | bytes | time per round (us) | busbw per round |")
 print("|---|---|---:|---:|---|---|")

@@ -68,10 +68,11 @@ func ringTime(p params, n, w int) float64 {
 	}
 	seg := nf / wf
 	msgs := 4 * (wf - 1) * chunksOf(seg) // a send and a receive per step, at every rank
-	// Polling ranks stay on their cores: each serial step waits for the fullest core, so
-	// all ranks' bytes count as that core's ranks times the cores.
+	// Every rank works in every serial step, so the ranks stay on their cores: each step
+	// waits for the fullest core, and all ranks' bytes count as that core's ranks times
+	// the cores.
 	slots := wf
-	if p.polls && p.cores > 0 && w > p.cores && seg <= eager {
+	if p.cores > 0 && w > p.cores && seg <= eager {
 		c := float64(p.cores)
 		slots = math.Ceil(wf/c) * c
 	}
