@@ -10,9 +10,10 @@
 #     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~3.5 min per round
 #
 # MID=0 leaves the mid sizes out; TARGETS=0 runs only them.
-# Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw) and
-# OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/headline.md: per point the median
-# over rounds, and each target's ratio. Run nothing else meanwhile. DAMON=off stops the
+# Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw,
+# wrong elements) and OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/headline.md:
+# per point the median over rounds, each target's ratio, and WRONG DATA if any tool
+# counted a wrong element. Run nothing else meanwhile. DAMON=off stops the
 # kernel's DAMON monitor for the run, for every tool alike, and restarts it at exit
 # (BENCHMARKS.md, "Speed", 28).
 set -uo pipefail
@@ -34,7 +35,7 @@ mpicc.openmpi -O2 -o bench/bin/mpi_allreduce bench/mpi_allreduce.c || exit 1
 . bench/peer_env.sh # PEER_MALLOC: Open MPI measured at its best
 MPIRUN=(timeout 600 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none "${PEER_MALLOC[@]}")
 TSV="$OUT/headline.tsv"
-echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw" > "$TSV"
+echo -e "tool\ttransport\tranks\tbytes\tround\ttime_us\tbusbw\twrong" > "$TSV"
 # iterations and warm-up per size (and transport). 8 B gets a long warm-up for every
 # tool: a process's first 5-10 ms after it waited (at init) run 2-10x slower whatever it
 # does, and 30 ms of spinning before the timed loop removes that (BENCHMARKS.md, "Speed",
@@ -50,28 +51,31 @@ args() { # bytes transport
 # peers' benchmarks call MPI_Allreduce and gloo's allreduce: back to back, each blocking.
 # nccl-tests' default -z 0 issues every call first and then waits; on a CPU library that
 # times a queue of 2000 operations (0.3-0.5 us more per 8-byte call over shm), which no peer does.
+# WRONG is an awk function for goccl's rows: the wrong elements of both halves (columns
+# 9 and 13 of perf's table), N/A when unchecked.
+WRONG='function wrong(a, b) { return a == "N/A" ? a : a + b } '
 peer_row() { # tool transport np bytes round < peer TSV line
-  awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4}'
+  awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4"\t"$5}'
 }
 TARGET_NP=(2 4)
 ((${TARGETS:-1})) || TARGET_NP=()
 MID=${MID:-1}
 for round in $(seq "$REPS"); do
   echo "== round $round/$REPS" >&2
-  bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2}' >> "$TSV"
+  bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2"\t0"}' >> "$TSV"
   for np in "${TARGET_NP[@]}"; do
     for bytes in 8 67108864; do
       for tr in shm tcp; do
         read -r iters warm < <(args $bytes $tr)
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto,ring \
           -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
-          awk -v tr=$tr -v np=$np -v r=$round '/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
-            /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+          awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
+            /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
       done
       if [[ $bytes != 8 ]]; then # buffers from AllocShared: the direct algorithm (8 B stays below shm.direct_min)
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport shm --algo auto -R 2 \
           -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
-          awk -v np=$np -v r=$round '/^ +[0-9]/ {print "goccl/R2\tshm\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+          awk -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/R2\tshm\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
       fi
       read -r iters warm < <(args $bytes shm)
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
@@ -92,7 +96,7 @@ for round in $(seq "$REPS"); do
       for tr in shm tcp; do
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto \
           -b $lo -e $hi -f 2 -n $iters -w $warm -z 2 -c 1 2>&1 |
-          awk -v tr=$tr -v np=$np -v r=$round '/^ +[0-9]/ {print "goccl/auto\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8}' >> "$TSV"
+          awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/auto\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
       done
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $lo $hi $iters $warm |
         peer_row "Open MPI" vader $np - $round >> "$TSV"
@@ -107,13 +111,17 @@ python3 - "$TSV" > "$OUT/headline.md" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 pts = defaultdict(list)
+bad = []
 for line in open(sys.argv[1]).read().splitlines()[1:]:
-    tool, tr, np, b, r, t, bw = line.split("\t")
+    tool, tr, np, b, r, t, bw, wrong = line.split("\t")
     pts[(tool, tr, int(np), int(b))].append((float(t), float(bw)))
+    if wrong not in ("0", "N/A"):
+        bad.append(f"{tool} {tr} {np} ranks {b} B round {r}: {wrong} wrong")
 rounds = max(len(v) for v in pts.values())
 med = lambda k, i: statistics.median(x[i] for x in pts[k]) if k in pts else float("nan")
 c = med(("membw", "copy2", 2, 0), 1)
-print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s.\n")
+print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s.")
+print("WRONG DATA: " + "; ".join(bad) + "\n" if bad else "Every point reported 0 wrong elements.\n")
 M = 64 << 20
 if any(k[3] == M for k in pts):
     print("| target | goccl (auto / ring) | peer | ratio (auto / ring) |")
