@@ -29,13 +29,16 @@ type xfer struct {
 	also   []byte // recv: after the chunk lands in buf, copy it here too, past the caches
 }
 
-// steps holds the two step lists a collective builds for pipe.run. They come from a pool
-// and go back after the call (run copies them when it hands them to goroutines): built
+// steps holds the two step lists a collective builds for pipe.runSteps. They come from a pool
+// and go back after the call (runSteps hands them to its goroutines as they are): built
 // by append on every call, an AllReduce at 4 ranks allocated about 2.6 KiB in 9 pieces,
 // and a process whose heap is large (128 MiB buffers, so the collector runs rarely)
 // then faulted in fresh pages for them call after call, which made the ring's 8-byte
 // AllReduce at 4 ranks on 2 cores 2-3x slower (BENCHMARKS.md, "Speed", 28e).
-type steps struct{ sends, recvs []xfer }
+type steps struct {
+	sends, recvs []xfer
+	pp           pipe // the pipeline's copy for its goroutines (runSteps)
+}
 
 var stepsPool = sync.Pool{New: func() any { return new(steps) }}
 
@@ -53,6 +56,7 @@ func getSteps(n int) *steps {
 func (st *steps) put() {
 	clear(st.sends)
 	clear(st.recvs)
+	st.pp = pipe{}
 	stepsPool.Put(st)
 }
 
@@ -83,14 +87,31 @@ func (pp *pipe) run(ctx context.Context, sends, recvs []xfer) error {
 	}
 	q := new(pipe)
 	*q = *pp
-	ss, rr := slices.Clone(sends), slices.Clone(recvs)
+	return q.pipelined(ctx, slices.Clone(sends), slices.Clone(recvs))
+}
+
+// runSteps is run for lists from getSteps. They live in the pool's object already, and
+// so does the pipe's copy, so the goroutine path hands them over as they are: the copies
+// were most of the 1.9 KiB a pipelined AllReduce allocated per call and rank at 4 ranks
+// (BENCHMARKS.md, "Speed", 29d).
+func (pp *pipe) runSteps(ctx context.Context, st *steps) error {
+	if pp.serialOK(st.sends, st.recvs) {
+		return pp.serial(ctx, st.sends, st.recvs)
+	}
+	st.pp = *pp
+	return st.pp.pipelined(ctx, st.sends, st.recvs)
+}
+
+// pipelined runs sends on a sender goroutine and recvs on a receiver goroutine, and
+// waits for both. Both lists and pp must stay unchanged until it returns.
+func (pp *pipe) pipelined(ctx context.Context, sends, recvs []xfer) error {
 	var fwd, rev algos.Progress // fwd: receiver -> sender; rev: sender -> receiver
 	g, ctx := errgroup.WithContext(ctx)
-	if len(ss) > 0 {
-		g.Go(func() error { return q.sender(ctx, ss, &fwd, &rev) })
+	if len(sends) > 0 {
+		g.Go(func() error { return pp.sender(ctx, sends, &fwd, &rev) })
 	}
-	if len(rr) > 0 {
-		g.Go(func() error { return q.receiver(ctx, rr, &fwd, &rev) })
+	if len(recvs) > 0 {
+		g.Go(func() error { return pp.receiver(ctx, recvs, &fwd, &rev) })
 	}
 	return g.Wait()
 }

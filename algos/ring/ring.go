@@ -138,7 +138,7 @@ func allReduce(ctx context.Context, pp *pipe) error {
 		lo, hi = seg(r - s)
 		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], signal: s < w-2, cold: cold && s == w-2})
 	}
-	return pp.run(ctx, st.sends, st.recvs)
+	return pp.runSteps(ctx, st)
 }
 
 // exchange is a small AllReduce of two ranks in one step instead of the ring's two
@@ -195,7 +195,7 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 		// Signal after step s's sends when the receiver's step s+1 waits to reuse them.
 		st.sends = append(st.sends, xfer{buf: src, wait: s > 0, signal: s+1 <= w-2 && s+1 >= 2})
 	}
-	return pp.run(ctx, st.sends, st.recvs)
+	return pp.runSteps(ctx, st)
 }
 
 // allGather: step s sends block r-s (its own block first, straight from Send) and stores
@@ -215,7 +215,7 @@ func allGather(ctx context.Context, pp *pipe) error {
 		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
 		st.recvs = append(st.recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
 	}
-	return pp.run(ctx, st.sends, st.recvs)
+	return pp.runSteps(ctx, st)
 }
 
 // broadcast is a chain from the root around the ring: each rank stores what it receives
@@ -315,7 +315,7 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 		}
 	})
 	pp.chunked = true
-	return pp.run(ctx, st.sends, st.recvs)
+	return pp.runSteps(ctx, st)
 }
 
 // xrange is a segment's byte range [lo, hi), cut into the pipe's chunks.

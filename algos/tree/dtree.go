@@ -61,8 +61,10 @@ func allReduce(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error 
 // (apart from allReduce so that the serial path's context does not escape with theirs).
 func allReducePipelined(ctx context.Context, p algos.Peers, a *algos.Args, cs int, half [2][2]int, nchunks [2]int) error {
 	rank, w := p.Rank(), p.Size()
-	nodes := shape.DoubleTree(w, rank)
-	sends, recvs := buildSteps(nodes, nchunks, w)
+	nodes := serialPlanFor(w, rank).nodes // the trees, built once per world size and rank
+	l := getLists(nodes, nchunks, w)
+	defer l.put() // after g.Wait: no goroutine holds a list then
+	sends, recvs := l.sends, l.recvs
 	// Per tree: childDone[t][ci] counts chunks with child ci reduced in; sentUp[t] chunks
 	// sent to the parent; down[t] chunks whose final value is in Recv.
 	var childDone [2][]algos.Progress
@@ -77,6 +79,9 @@ func allReducePipelined(ctx context.Context, p algos.Peers, a *algos.Args, cs in
 
 	g, ctx := errgroup.WithContext(ctx)
 	for peer, list := range recvs {
+		if len(list) == 0 {
+			continue // a link of an earlier call that got the same pooled lists
+		}
 		schedule(list)
 		g.Go(func() error {
 			for k, s := range list {
@@ -118,6 +123,9 @@ func allReducePipelined(ctx context.Context, p algos.Peers, a *algos.Args, cs in
 		})
 	}
 	for peer, list := range sends {
+		if len(list) == 0 {
+			continue
+		}
 		schedule(list)
 		g.Go(func() error {
 			for k, s := range list {
@@ -155,9 +163,8 @@ func allReducePipelined(ctx context.Context, p algos.Peers, a *algos.Args, cs in
 
 // buildSteps lays out the messages of both trees on each of this rank's links, up and
 // down, nchunks[t] chunks on tree t, in no particular order (schedule orders them).
-func buildSteps(nodes [2]shape.Node, nchunks [2]int, w int) (sends, recvs map[int][]step) {
+func buildSteps(sends, recvs map[int][]step, nodes [2]shape.Node, nchunks [2]int, w int) {
 	lag := 2*bits.Len(uint(w)) + 1
-	sends, recvs = map[int][]step{}, map[int][]step{}
 	for t := range 2 {
 		nd := nodes[t]
 		for i := range nchunks[t] {
@@ -172,8 +179,30 @@ func buildSteps(nodes [2]shape.Node, nchunks [2]int, w int) (sends, recvs map[in
 			}
 		}
 	}
-	return sends, recvs
 }
+
+// lists are a pipelined AllReduce's step lists, per link and direction. They come from a
+// pool and go back after the call: built per call, they were 2.5-10 KiB per call and
+// rank at 2 and 4 ranks and 4-12 MiB, growing with the chunks, which a process with a
+// large heap pays for in page faults (BENCHMARKS.md, "Speed", 28e and 29d).
+type lists struct{ sends, recvs map[int][]step }
+
+var listsPool = sync.Pool{New: func() any { return &lists{sends: map[int][]step{}, recvs: map[int][]step{}} }}
+
+// getLists returns pooled lists holding buildSteps' steps for this call. A link that an
+// earlier call had and this one does not keeps an empty list.
+func getLists(nodes [2]shape.Node, nchunks [2]int, w int) *lists {
+	l := listsPool.Get().(*lists)
+	for _, m := range [2]map[int][]step{l.sends, l.recvs} {
+		for k, v := range m {
+			m[k] = v[:0]
+		}
+	}
+	buildSteps(l.sends, l.recvs, nodes, nchunks, w)
+	return l
+}
+
+func (l *lists) put() { listsPool.Put(l) }
 
 // op is one message of the serial AllReduce: a step of a link's schedule, its index on
 // the link (which its tag carries) and its direction on this rank.
@@ -210,7 +239,8 @@ func serialPlanFor(w, rank int) *serialPlan {
 		return pl
 	}
 	nodes := shape.DoubleTree(w, rank)
-	sends, recvs := buildSteps(nodes, [2]int{1, 1}, w)
+	sends, recvs := map[int][]step{}, map[int][]step{}
+	buildSteps(sends, recvs, nodes, [2]int{1, 1}, w)
 	pl = &serialPlan{nodes: nodes, ops: serialOps(sends, recvs)}
 	plansMu.Lock()
 	defer plansMu.Unlock()
