@@ -54,8 +54,8 @@ args() { # bytes transport
 # WRONG is an awk function for goccl's rows: the wrong elements of both halves (columns
 # 9 and 13 of perf's table), N/A when unchecked.
 WRONG='function wrong(a, b) { return a == "N/A" ? a : a + b } '
-peer_row() { # tool transport np bytes round < peer TSV line
-  awk -v t="$1" -v tr="$2" -v np="$3" -v r="$5" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4"\t"$5}'
+peer_row() { # tool transport np round < the peer's TSV lines (size, us, algbw, busbw, wrong)
+  awk -v t="$1" -v tr="$2" -v np="$3" -v r="$4" -F'\t' '$1 ~ /^[0-9]+$/ {print t"\t"tr"\t"np"\t"$1"\t"r"\t"$2"\t"$4"\t"$5}'
 }
 TARGET_NP=(2 4)
 ((${TARGETS:-1})) || TARGET_NP=()
@@ -79,12 +79,12 @@ for round in $(seq "$REPS"); do
       fi
       read -r iters warm < <(args $bytes shm)
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
-        peer_row "Open MPI" vader $np $bytes $round >> "$TSV"
+        peer_row "Open MPI" vader $np $round >> "$TSV"
       read -r iters warm < <(args $bytes tcp)
       "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $bytes $bytes $iters $warm |
-        peer_row "Open MPI" tcp $np $bytes $round >> "$TSV"
+        peer_row "Open MPI" tcp $np $round >> "$TSV"
       OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $np $bytes $bytes $iters $warm |
-        peer_row gloo tcp $np $bytes $round >> "$TSV"
+        peer_row gloo tcp $np $round >> "$TSV"
     done
   done
   ((MID)) || continue
@@ -99,11 +99,11 @@ for round in $(seq "$REPS"); do
           awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/auto\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
       done
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $lo $hi $iters $warm |
-        peer_row "Open MPI" vader $np - $round >> "$TSV"
+        peer_row "Open MPI" vader $np $round >> "$TSV"
       "${MPIRUN[@]}" -np $np --mca btl self,tcp --mca btl_tcp_if_include lo bench/bin/mpi_allreduce $lo $hi $iters $warm |
-        peer_row "Open MPI" tcp $np - $round >> "$TSV"
+        peer_row "Open MPI" tcp $np $round >> "$TSV"
       OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 bench/gloo_allreduce.py $np $lo $hi $iters $warm |
-        peer_row gloo tcp $np - $round >> "$TSV"
+        peer_row gloo tcp $np $round >> "$TSV"
     done
   done
 done
