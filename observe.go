@@ -31,6 +31,8 @@ type obsConn struct {
 	c     *Comm
 	peer  int
 	state *linkState
+	resOp int64 // an open reservation's operation start (Reserve to Commit)
+	resN  int   // and its length
 }
 
 // obsStreamConn is obsConn for links that implement transport.Streamer.
@@ -186,6 +188,55 @@ func (o *obsConn) blocked(err error, what string, since int64) error {
 		o.c.linkNames[o.peer], waited)
 	o.c.lastBlocked.Store(&msg)
 	return fmt.Errorf("timed out waiting to %s rank %d (host %s) for %v: %w", what, o.peer, o.c.PeerHost(o.peer), waited, err)
+}
+
+// ReserveMax passes transport.Reserver through: 0 when the link lacks it, which tells
+// callers not to reserve.
+func (o *obsConn) ReserveMax() int {
+	if r, ok := o.Conn.(transport.Reserver); ok {
+		return r.ReserveMax()
+	}
+	return 0
+}
+
+// Reserve passes transport.Reserver through, observed as a Send from Reserve to Commit
+// (a rank stuck waiting for room is "waiting to send to" its peer).
+func (o *obsConn) Reserve(ctx context.Context, h transport.Header, n int) ([]byte, []byte, error) {
+	r, ok := o.Conn.(transport.Reserver)
+	if !ok {
+		return nil, nil, fmt.Errorf("goccl: reserve on the %s: %w", o.Describe(), transport.ErrNotSupported)
+	}
+	op := o.mark(&o.state.sendSince)
+	first, second, err := r.Reserve(ctx, h, n)
+	if err != nil {
+		return nil, nil, o.settle(err, &o.state.sendSince, &o.state.sent, 0, "send to", op)
+	}
+	o.resOp, o.resN = op, n
+	return first, second, nil
+}
+
+// Advance passes transport.Reserver through.
+func (o *obsConn) Advance(k int) {
+	if r, ok := o.Conn.(transport.Reserver); ok {
+		r.Advance(k)
+	}
+}
+
+// Commit passes transport.Reserver through.
+func (o *obsConn) Commit(ctx context.Context) error {
+	r, ok := o.Conn.(transport.Reserver)
+	if !ok {
+		return fmt.Errorf("goccl: commit on the %s: %w", o.Describe(), transport.ErrNotSupported)
+	}
+	return o.settle(r.Commit(ctx), &o.state.sendSince, &o.state.sent, o.resN, "send to", o.resOp)
+}
+
+// Abort passes transport.Reserver through.
+func (o *obsConn) Abort() {
+	if r, ok := o.Conn.(transport.Reserver); ok {
+		r.Abort()
+	}
+	o.state.sendSince.Store(0)
 }
 
 // Describe passes the link's own description through.

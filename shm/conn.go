@@ -46,6 +46,10 @@ type conn struct {
 	head, tailSeen uint64
 	scOff          bool   // the receiver refused single-copy once: stop trying
 	pinned         []byte // the payload the peer may be reading (keeps it on the heap)
+	reserved       bool   // a Reserve holds the sending guard until Commit or Abort
+	resN           int    // the reserved payload's length
+	resShown       int    // payload bytes published so far; -1 until the record is stamped
+	resRec         [recordBytes]byte
 
 	// Receiver state, touched only inside Recv and RecvStream.
 	tail, headSeen uint64

@@ -115,6 +115,28 @@ type ColdReceiver interface {
 	RecvCold(ctx context.Context, want Header, buf []byte) error
 }
 
+// Reserver is an optional Conn ability: the sender writes a message's payload straight
+// into the link's own memory (a shared-memory ring) instead of handing Send a buffer to
+// copy, so a payload computed on the fly (a reduction's result) is written once.
+// ReserveMax is the largest n Reserve takes on this link (0: none), whatever the
+// link holds at the moment. Reserve waits under ctx until the link has room for a
+// message of n bytes under h and returns where its payload goes: first, then second
+// when the room wraps around the link's end (len(first)+len(second) == n). The caller
+// writes every byte and then calls Commit, which sends the message. On the way it may
+// call Advance(k) once the payload's first k bytes are written (k only grows), and the
+// link may then show them to the peer, whose receive can start before Commit. Between
+// Reserve and Commit (or Abort) no other send may use the link. Abort drops the
+// message: before any Advance the link stays as it was; after one the peer may have
+// seen part of it, and the link fails. The peer receives the message as any other, with
+// Recv or RecvStream.
+type Reserver interface {
+	ReserveMax() int
+	Reserve(ctx context.Context, h Header, n int) (first, second []byte, err error)
+	Advance(k int)
+	Commit(ctx context.Context) error
+	Abort()
+}
+
 // Eager is an optional Conn ability: a Send of at most EagerBytes() bytes returns
 // without the peer's Recv as long as no more than two such messages are unread on the
 // link (the peer's buffering holds them). It must give the same answer at both ends. A

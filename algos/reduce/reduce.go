@@ -53,6 +53,41 @@ func Apply3Stream(dt transport.DType, op transport.Op, dst, a, b []byte) error {
 	return Apply3(dt, op, dst, a, b)
 }
 
+// Apply3Dual computes d1 = d2 = a op b element-wise: one pass that writes the result to
+// two places, for a result that goes both into a message (d1, a link's own memory) and
+// into the caller's buffer (d2), neither read again soon. Where it can (float32 sum
+// and avg, AVX2, d1 and d2 equally aligned and apart from each other and from a and b,
+// or d2 equal to a or b) both are written with non-temporal stores, as Apply3Stream
+// does; otherwise it is Apply3 into d1 and a copy into d2. d1 must not overlap a or b,
+// nor d2; d2 may be a or b (in place). The results are identical to Apply3's.
+func Apply3Dual(dt transport.DType, op transport.Op, d1, d2, a, b []byte) error {
+	if len(d2) != len(d1) {
+		return fmt.Errorf("reduce: %w: the two outputs are %d and %d bytes; they must be equal", transport.ErrInvalid, len(d1), len(d2))
+	}
+	if dt == transport.Float32 && len(d1) == len(a) && len(d1) == len(b) && len(d1) > 0 &&
+		aligned(d1, 4) && aligned(d2, 4) && aligned(a, 4) && aligned(b, 4) &&
+		apart(d1, a) && apart(d1, b) && apart(d1, d2) && (apart(d2, a) || same(d2, a)) && (apart(d2, b) || same(d2, b)) &&
+		check(dt, op, len(d1)) == nil && stream32Dual(op, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)) {
+		return nil
+	}
+	if err := Apply3(dt, op, d1, a, b); err != nil {
+		return err
+	}
+	copy(d2, d1)
+	return nil
+}
+
+// DualStreams reports whether Apply3Dual writes dt op results with non-temporal stores
+// on this machine (float32 sum and avg with AVX2; outputs equally aligned).
+func DualStreams(dt transport.DType, op transport.Op) bool {
+	return useAVX2 && dt == transport.Float32 && (op == transport.Sum || op == transport.Avg)
+}
+
+// same reports whether x and y are the same bytes.
+func same(x, y []byte) bool {
+	return len(x) == len(y) && (len(x) == 0 || unsafe.SliceData(x) == unsafe.SliceData(y))
+}
+
 // tinyBytes is the largest input tinySum takes.
 const tinyBytes = 64
 

@@ -436,3 +436,58 @@ func TestApply3StreamMatchesApply3(t *testing.T) {
 	a := make([]byte, 8)
 	require.ErrorIs(t, Apply3Stream(transport.Float32, transport.Sum, a[:8], a[:4], b[:8]), transport.ErrInvalid)
 }
+
+// TestApply3DualMatchesApply3: both outputs of Apply3Dual hold Apply3's bits, at every
+// length and at every offset of each output (equal offsets take the non-temporal path
+// for float32 sum and avg, unequal ones the copy), for float32 and other dtypes and
+// ops, with d2 apart from the inputs or equal to a (in place). The fast path must run
+// where it can (stream32Dual reports it), so a broken dispatch cannot hide behind the
+// fallback.
+func TestApply3DualMatchesApply3(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, n := range []int{0, 1, 7, 63, 64, 65, 127, 1000, 100003} {
+		for _, s1 := range []int{0, 1, 3} {
+			for _, s2 := range []int{0, 1} {
+				for _, dt := range []transport.DType{transport.Float32, transport.Int32, transport.Float64} {
+					for _, op := range []transport.Op{transport.Sum, transport.Avg, transport.Max} {
+						for _, inPlace := range []bool{false, true} {
+							es := dt.Size()
+							mk := func(shift int) []byte {
+								b := make([]byte, (n+8)*es)[shift*es:][: n*es : n*es]
+								for i := range b {
+									b[i] = byte(rng.Uint32())
+								}
+								if dt == transport.Float32 {
+									for i := range n {
+										binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+									}
+								}
+								return b
+							}
+							a, b := mk(s2), mk(0)
+							want := make([]byte, n*es)
+							require.NoError(t, Apply3(dt, op, want, a, b))
+							d1, d2 := mk(s1), mk(s2)
+							if inPlace {
+								d2 = a
+							}
+							require.NoError(t, Apply3Dual(dt, op, d1, d2, a, b))
+							require.Equal(t, want, d1, "d1: n=%d shifts=%d,%d %s %s in place %v", n, s1, s2, dt, op, inPlace)
+							require.Equal(t, want, d2, "d2: n=%d shifts=%d,%d %s %s in place %v", n, s1, s2, dt, op, inPlace)
+						}
+					}
+				}
+			}
+		}
+	}
+	require.ErrorIs(t, Apply3Dual(transport.Float32, transport.Sum, make([]byte, 8), make([]byte, 4), make([]byte, 8), make([]byte, 8)), transport.ErrInvalid)
+	if !useAVX2 {
+		return
+	}
+	f := func(n, shift int) []float32 { return make([]float32, n+8)[shift : shift+n] }
+	a, b := f(1000, 0), f(1000, 0)
+	require.True(t, stream32Dual(transport.Sum, f(1000, 0), f(1000, 0), a, b), "equally aligned outputs stream")
+	require.True(t, stream32Dual(transport.Avg, f(1000, 3), f(1000, 3), a, b), "equally misaligned outputs stream")
+	require.False(t, stream32Dual(transport.Sum, f(1000, 0), f(1000, 1), a, b), "outputs 4 bytes apart in alignment")
+	require.False(t, stream32Dual(transport.Max, f(1000, 0), f(1000, 0), a, b), "max has no streaming kernel")
+}

@@ -22,6 +22,9 @@ func addF64AVX2(dst, a, b *float64, n int)
 func addF32NTAVX2(dst, a, b *float32, n int)
 
 //go:noescape
+func addF32NT2AVX2(d1, d2, a, b *float32, n int)
+
+//go:noescape
 func maxF32AVX2(dst, a, b *float32, n int)
 
 //go:noescape
@@ -68,6 +71,27 @@ func stream32(op transport.Op, d, a, b []float32) bool {
 	kernel3(op, d[:head], a[:head], b[:head])
 	addF32NTAVX2(&d[head], &a[head], &b[head], n)
 	kernel3(op, d[head+n:], a[head+n:len(d)], b[head+n:len(d)])
+	return true
+}
+
+// stream32Dual is stream32 with two outputs, d1 and d2 (Apply3Dual). The elements before
+// d1's first 32-byte boundary and after the last whole 128-byte block go through Go;
+// d2 must then sit on a 32-byte boundary too, else it reports false having done nothing.
+func stream32Dual(op transport.Op, d1, d2, a, b []float32) bool {
+	if !useAVX2 || (op != transport.Sum && op != transport.Avg) || len(d1) < 64 {
+		return false
+	}
+	p1, p2 := uintptr(unsafe.Pointer(&d1[0])), uintptr(unsafe.Pointer(&d2[0]))
+	if (p1-p2)%32 != 0 {
+		return false
+	}
+	head := int((32-p1%32)%32) / 4
+	n := (len(d1) - head) &^ 31
+	kernel3(op, d1[:head], a[:head], b[:head])
+	copy(d2[:head], d1[:head])
+	addF32NT2AVX2(&d1[head], &d2[head], &a[head], &b[head], n)
+	kernel3(op, d1[head+n:], a[head+n:len(d1)], b[head+n:len(d1)])
+	copy(d2[head+n:], d1[head+n:])
 	return true
 }
 

@@ -129,3 +129,45 @@ ntdone:
 	SFENCE
 	VZEROUPPER
 	RET
+
+// func addF32NT2AVX2(d1, d2, a, b *float32, n int)
+// d1[i] = d2[i] = a[i] + b[i] for i < n, both outputs with non-temporal stores (see
+// addF32NTAVX2). n is a multiple of 32; d1 and d2 are 32-byte aligned; either may equal
+// a or b. Ends with SFENCE.
+TEXT ·addF32NT2AVX2(SB), NOSPLIT, $0-40
+	MOVQ d1+0(FP), DI
+	MOVQ d2+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), DX
+	MOVQ n+32(FP), CX
+
+nt2loop:
+	CMPQ     CX, $32
+	JB       nt2done
+	VMOVUPS  (SI), Y0
+	VMOVUPS  32(SI), Y1
+	VMOVUPS  64(SI), Y2
+	VMOVUPS  96(SI), Y3
+	VADDPS   (DX), Y0, Y0
+	VADDPS   32(DX), Y1, Y1
+	VADDPS   64(DX), Y2, Y2
+	VADDPS   96(DX), Y3, Y3
+	VMOVNTPS Y0, (DI)
+	VMOVNTPS Y1, 32(DI)
+	VMOVNTPS Y2, 64(DI)
+	VMOVNTPS Y3, 96(DI)
+	VMOVNTPS Y0, (R8)
+	VMOVNTPS Y1, 32(R8)
+	VMOVNTPS Y2, 64(R8)
+	VMOVNTPS Y3, 96(R8)
+	ADDQ     $128, SI
+	ADDQ     $128, DX
+	ADDQ     $128, DI
+	ADDQ     $128, R8
+	SUBQ     $32, CX
+	JMP      nt2loop
+
+nt2done:
+	SFENCE
+	VZEROUPPER
+	RET

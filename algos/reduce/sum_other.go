@@ -11,6 +11,8 @@ func fast32(transport.Op, []float32, []float32, []float32) bool { return false }
 
 func stream32(transport.Op, []float32, []float32, []float32) bool { return false }
 
+func stream32Dual(transport.Op, []float32, []float32, []float32, []float32) bool { return false }
+
 func fast64(transport.Op, []float64, []float64, []float64) bool { return false }
 
 var useF16C = false

@@ -41,3 +41,11 @@ func Interleave(nrs, nag int) []string {
 func Interleaves(p algos.Peers, a *algos.Args) bool {
 	return interleaves(&pipe{p: p, a: a, cs: algos.ChunkSize(a, algos.DefaultChunkBytes), eager: algos.EagerLimit(p)})
 }
+
+// Fused says whether this rank would run a two-rank AllReduce of args as allReduce2's
+// fused steps (fusedLink).
+func Fused(p algos.Peers, a *algos.Args) bool {
+	pp := &pipe{p: p, a: a, cs: algos.ChunkSize(a, algos.DefaultChunkBytes), eager: algos.EagerLimit(p),
+		next: (p.Rank() + 1) % p.Size(), prev: (p.Rank() + 1) % p.Size()}
+	return interleaves(pp) && (len(a.Recv) >= coldBytes || fusable(a)) && fusedLink(pp) != nil
+}

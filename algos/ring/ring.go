@@ -111,14 +111,20 @@ func mod(x, w int) int { return ((x % w) + w) % w }
 // segment r-s. A step's send is the segment the previous step received: the token.
 // The last all-gather step's segments are read by no later step: from coldBytes of
 // output it receives them with algos.RecvCold. Two ranks with such an output run
-// allReduce2 when interleaves says so.
+// allReduce2 when interleaves says so, and so do two ranks with a float32 sum of any
+// size that interleaves (fusable); each runs allReduce2's fused form (fused2) where its
+// link and CPU allow (fusedLink). The order of the messages is decided alike on both
+// ranks (sizes, dtype and op), the fused form locally.
 func allReduce(ctx context.Context, pp *pipe) error {
 	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
 	esz := a.DType.Size()
 	seg := func(i int) (lo, hi int) { return segment(a.Count, esz, w, mod(i, w)) }
 	cold := len(a.Recv) >= coldBytes
-	if cold && interleaves(pp) {
-		return allReduce2(ctx, pp, seg)
+	if interleaves(pp) && (cold || fusable(a)) {
+		if res := fusedLink(pp); res != nil {
+			return fused2(ctx, pp, res, seg, cold)
+		}
+		return allReduce2(ctx, pp, seg, cold)
 	}
 	st := getSteps(2 * (w - 1))
 	defer st.put()
@@ -278,7 +284,7 @@ func interleaves(pp *pipe) bool {
 // reused for chunk j+2 once chunk j has been sent: the order already implies it (the
 // peer's chunk j+2 comes after this rank's chunk j+1, which goes after chunk j's
 // all-gather), and a token makes it explicit. BENCHMARKS.md, "Speed", 26.
-func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
+func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int), cold bool) error {
 	a, r, cs := pp.a, pp.p.Rank(), pp.cs
 	span := func(i int) xrange { lo, hi := seg(i); return xrange{pp, lo, hi} }
 	mine, theirs := span(r), span(r+1)
@@ -311,7 +317,7 @@ func allReduce2(ctx context.Context, pp *pipe, seg func(int) (int, int)) error {
 		case rs:
 			st.recvs = append(st.recvs, xfer{buf: theirs.of(a.Recv, i), a: theirs.of(a.Send, i), finish: true, signal: true})
 		default:
-			st.recvs = append(st.recvs, xfer{buf: mine.of(a.Recv, i), cold: true})
+			st.recvs = append(st.recvs, xfer{buf: mine.of(a.Recv, i), cold: cold})
 		}
 	})
 	pp.chunked = true

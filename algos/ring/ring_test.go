@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/algos/reduce"
 	"github.com/goccl/goccl/algos/ring"
 	"github.com/goccl/goccl/transport"
 )
@@ -166,6 +167,17 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	require.True(t, interleaves(1000), "a 4000-byte AllReduce in 1000-byte chunks")
 	require.True(t, interleaves(501), "segments of 251 and 250 elements")
 	require.False(t, interleaves(500), "segments of one chunk")
+	// Serial ranks whose links take messages in place (inmem's do) run the fused steps
+	// for float32 sums where the CPU streams two outputs (reduce.DualStreams); the others,
+	// and every other dtype and op, the slots.
+	fused := func(dt transport.DType, op transport.Op, serial func(algos.Peers) bool) (got, serialRanks [2]bool) {
+		a := &algos.Args{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: 1001, ChunkBytes: 1000}
+		require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
+			got[p.Rank()], serialRanks[p.Rank()] = ring.Fused(p, a), serial(p)
+			return nil
+		})))
+		return got, serialRanks
+	}
 	for name, serial := range map[string]func(algos.Peers) bool{
 		"pipelined": func(algos.Peers) bool { return false },
 		"serial":    func(algos.Peers) bool { return true },
@@ -173,8 +185,66 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer ring.SetSerialLarge(serial)()
+			got, want := fused(transport.Float32, transport.Sum, serial)
+			if !reduce.DualStreams(transport.Float32, transport.Sum) {
+				want = [2]bool{}
+			}
+			require.Equal(t, want, got, "float32 sum")
+			got, _ = fused(transport.Float32, transport.Avg, serial)
+			require.Equal(t, [2]bool{}, got, "avg divides after the reduce")
+			got, _ = fused(transport.Float64, transport.Sum, serial)
+			require.Equal(t, [2]bool{}, got, "no two-output kernel")
 			algostest.Matrix(t, ring.Algorithm{}, algostest.Options{Worlds: []int{2}, Kinds: []transport.Kind{transport.KindAllReduce},
 				Counts: []int{0, 1, 7, 13, 1000, 1001}})
+		})
+	}
+}
+
+// TestFusedBelowColdSize: serial ranks run the fused steps for float32 sums below the
+// cold size too (their all-gather receives then stay in the caches), in place and out
+// of place, and a pipelined rank runs allReduce2's slots in the same message order;
+// against the serial reference, on serial ranks and on a serial rank mixed with a
+// pipelined one. Other dtypes keep the step order (float64 here).
+func TestFusedBelowColdSize(t *testing.T) {
+	if !reduce.DualStreams(transport.Float32, transport.Sum) {
+		t.Skip("this CPU has no two-output streaming kernel (AVX2): the fused steps do not run")
+	}
+	defer ring.SetColdBytes(1 << 40)()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	for name, serial := range map[string]func(algos.Peers) bool{
+		"serial": func(algos.Peers) bool { return true },
+		"mixed":  func(p algos.Peers) bool { return p.Rank() == 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer ring.SetSerialLarge(serial)()
+			for _, inPlace := range []bool{false, true} {
+				send := make([]byte, 4*1001)
+				recv := send
+				if !inPlace {
+					recv = make([]byte, len(send))
+				}
+				a := &algos.Args{Kind: transport.KindAllReduce, DType: transport.Float32, Op: transport.Sum, Count: 1001,
+					ChunkBytes: 1000, Send: send, Recv: recv}
+				var got, want [2]bool
+				require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
+					got[p.Rank()], want[p.Rank()] = ring.Fused(p, a), serial(p)
+					return nil
+				})))
+				require.Equal(t, want, got, "in place %v", inPlace)
+			}
+			for i, n := range []int{0, 1, 7, 1000, 1001, 1999, 20001} {
+				for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+					for _, inPlace := range []bool{false, true} {
+						c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: transport.Sum, Count: n,
+							ChunkBytes: 1000, InPlace: inPlace, Seed: uint64(i)}
+						require.NoError(t, c.Check(ctx, m, ring.Algorithm{}.Run), "%v", c)
+					}
+				}
+			}
 		})
 	}
 }

@@ -61,6 +61,7 @@ type conn struct {
 	self, peer int
 	out, in    *pipe
 	closeOnce  sync.Once
+	res        *message // the open reservation (transport.Reserver), sender side only
 }
 
 func (c *conn) Peer() int { return c.peer }
@@ -68,7 +69,11 @@ func (c *conn) Peer() int { return c.peer }
 func (c *conn) Describe() string { return fmt.Sprintf("inmem rank %d <-> rank %d", c.self, c.peer) }
 
 func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
-	m := message{h: h, data: append([]byte(nil), payload...)}
+	return c.queue(ctx, message{h: h, data: append([]byte(nil), payload...)})
+}
+
+// queue hands m to the peer.
+func (c *conn) queue(ctx context.Context, m message) error {
 	select {
 	case <-c.in.closed:
 		return fmt.Errorf("inmem: send to rank %d: %w", c.peer, transport.ErrClosed)
@@ -140,3 +145,42 @@ func ctxErr(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// reserveMax bounds a reservation (transport.Reserver); inmem copies nothing, so any
+// message a test would send fits.
+const reserveMax = 1 << 30
+
+// ReserveMax implements transport.Reserver.
+func (c *conn) ReserveMax() int { return reserveMax }
+
+// Reserve implements transport.Reserver: the payload is a fresh buffer that Commit
+// queues as the message, as Send queues its copy.
+func (c *conn) Reserve(ctx context.Context, h transport.Header, n int) (first, second []byte, err error) {
+	if n < 0 || n > reserveMax {
+		return nil, nil, fmt.Errorf("inmem: reserve %d bytes to rank %d: %w: want 0..%d", n, c.peer, transport.ErrInvalid, reserveMax)
+	}
+	if c.res != nil {
+		return nil, nil, fmt.Errorf("inmem: reserve to rank %d: %w: a reservation is open on this link", c.peer, transport.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("inmem: send to rank %d: %w", c.peer, ctxErr(ctx))
+	}
+	c.res = &message{h: h, data: make([]byte, n)}
+	return c.res.data, nil, nil
+}
+
+// Advance implements transport.Reserver: inmem delivers whole messages only.
+func (c *conn) Advance(int) {}
+
+// Commit implements transport.Reserver.
+func (c *conn) Commit(ctx context.Context) error {
+	m := c.res
+	if m == nil {
+		return fmt.Errorf("inmem: commit to rank %d: %w: no reservation", c.peer, transport.ErrInvalid)
+	}
+	c.res = nil
+	return c.queue(ctx, *m)
+}
+
+// Abort implements transport.Reserver.
+func (c *conn) Abort() { c.res = nil }

@@ -35,6 +35,7 @@ func Run(t *testing.T, tr transport.Transport, opt Options) {
 		t.Run("Streamer", func(t *testing.T) { testStreamer(t, tr, opt) })
 	}
 	t.Run("ColdReceiver", func(t *testing.T) { testColdReceiver(t, tr, opt) })
+	t.Run("Reserver", func(t *testing.T) { testReserver(t, tr, opt) })
 }
 
 func (o Options) ctx(t testing.TB) context.Context {
