@@ -16,7 +16,9 @@
 // on separate cache lines. Messages up to 16 bytes ride inside their 64-byte header
 // record; larger ones follow it, written and published chunk by chunk so the receiver
 // copies (or, through transport.Streamer, reduces straight from the ring) one chunk
-// while the next is being written. A waiting rank polls for 2 µs (two PAUSEs apart, so
+// while the next is being written. A sender may also write a message in place
+// (transport.Reserver: room for it in the ring, published as it is written), which is
+// how the two-rank ring writes its reduced chunks. A waiting rank polls for 2 µs (two PAUSEs apart, so
 // that it does not pull the line the peer is writing back between the writer's stores),
 // then polls yielding the CPU between polls (from the start when ranks outnumber cores)
 // for the rest of shm.spin, then sleeps on a futex in 5 ms slices, checking between slices
