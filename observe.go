@@ -28,11 +28,13 @@ type linkState struct {
 // byte counters, and records per-message spans when tracing is on.
 type obsConn struct {
 	transport.Conn
-	c     *Comm
-	peer  int
-	state *linkState
-	resOp int64 // an open reservation's operation start (Reserve to Commit)
-	resN  int   // and its length
+	c      *Comm
+	peer   int
+	state  *linkState
+	resOp  int64     // an open reservation's operation start (Reserve to Commit)
+	resN   int       // and its length
+	resTag uint32    // and its tag, for the trace
+	resAt  time.Time // when it was reserved, for the trace (only when tracing)
 }
 
 // obsStreamConn is obsConn for links that implement transport.Streamer.
@@ -211,7 +213,10 @@ func (o *obsConn) Reserve(ctx context.Context, h transport.Header, n int) ([]byt
 	if err != nil {
 		return nil, nil, o.settle(err, &o.state.sendSince, &o.state.sent, 0, "send to", op)
 	}
-	o.resOp, o.resN = op, n
+	o.resOp, o.resN, o.resTag = op, n, h.Tag
+	if o.c.tracer != nil {
+		o.resAt = time.Now()
+	}
 	return first, second, nil
 }
 
@@ -222,13 +227,19 @@ func (o *obsConn) Advance(k int) {
 	}
 }
 
-// Commit passes transport.Reserver through.
+// Commit passes transport.Reserver through; a traced communicator records the message
+// as a send span from Reserve to Commit.
 func (o *obsConn) Commit(ctx context.Context) error {
 	r, ok := o.Conn.(transport.Reserver)
 	if !ok {
 		return fmt.Errorf("goccl: commit on the %s: %w", o.Describe(), transport.ErrNotSupported)
 	}
-	return o.settle(r.Commit(ctx), &o.state.sendSince, &o.state.sent, o.resN, "send to", o.resOp)
+	err := o.settle(r.Commit(ctx), &o.state.sendSince, &o.state.sent, o.resN, "send to", o.resOp)
+	if o.c.tracer != nil {
+		o.c.tracer.Span(tidSend+o.peer, "link", "send (in place)", o.resAt, time.Since(o.resAt),
+			map[string]any{"peer": o.peer, "bytes": o.resN, "tag": o.resTag})
+	}
+	return err
 }
 
 // Abort passes transport.Reserver through.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccl/goccl/algos/reduce"
 	"github.com/goccl/goccl/transport"
 	"github.com/stretchr/testify/require"
 )
@@ -171,6 +172,38 @@ func TestEndToEndLargeAndShm(t *testing.T) {
 	require.Len(t, doc["results"], 2)
 	_, err = os.Stat(png)
 	require.NoError(t, err)
+}
+
+// TestEndToEndTwoRankFused: two processes over shm, one P each as the launcher gives
+// them on a 2-core host, run the two-rank ring's fused steps (algos/ring/fused.go) for
+// float32 sums that interleave: every dtype's data checked at 2 and 8 MiB and at an odd
+// float count, and each rank's trace holds the in-place sends that only that path makes.
+func TestEndToEndTwoRankFused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	env := []string{"GOMAXPROCS=1", "GOCCL_TRACE=" + dir}
+	for _, args := range [][]string{{"-b", "2M", "-e", "8M", "-f", "4", "-d", "all"}, {"-b", "4000004", "-e", "4000004"}} {
+		out, errOut, code := runPerf(t, env, append([]string{"all_reduce", "--np", "2", "--transport", "shm", "--algo", "ring",
+			"-n", "2", "-w", "1", "-c", "1"}, args...)...)
+		require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+		for _, r := range parseRows(t, out) {
+			require.Equal(t, "0", r.wrongOOP, "%+v", r)
+			require.Equal(t, "0", r.wrIP, "%+v", r)
+		}
+	}
+	if !reduce.DualStreams(transport.Float32, transport.Sum) {
+		return // no AVX2: the fused steps do not run here, only the values are checked
+	}
+	traces, err := filepath.Glob(filepath.Join(dir, "goccl-trace.*.json"))
+	require.NoError(t, err)
+	require.Len(t, traces, 4, "two launches of two ranks")
+	for _, tr := range traces {
+		b, err := os.ReadFile(tr)
+		require.NoError(t, err)
+		require.Contains(t, string(b), "send (in place)", "%s: no all-gather chunk written in place", tr)
+	}
 }
 
 func TestEndToEndCorruptedRunFails(t *testing.T) {
