@@ -19,7 +19,7 @@ import (
 // the all-gather chunk's room in the ring, receives the peer's reduce-scatter chunk and
 // writes each piece's sum both into that room and into Recv, then commits the message.
 // In place, Recv is the input, and the pass saves the all-gather's copy. Predicted from
-// a two-thread model of the passes: 15-25 % less time per 64 MiB call out of place;
+// a two-thread model of the passes: 16 % less time per 64 MiB call out of place;
 // measured 20 % (10.0 to 8.0 ms, medians of five launches), and 8-15 % at 2-16 MiB,
 // where allReduce2 did not run (the output is below coldBytes) and the fused steps now
 // do; in place no change beyond the launches' spread (BENCHMARKS.md, "Speed", 30).
