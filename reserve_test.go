@@ -49,7 +49,8 @@ func TestObservedReserve(t *testing.T) {
 			c.Close()
 		}
 	}()
-	r = tcp[0].links[1].(transport.Reserver)
+	r, ok = tcp[0].links[1].(transport.Reserver)
+	require.True(t, ok, "the wrapper offers Reserver on every link")
 	require.Zero(t, r.ReserveMax())
 	_, _, err = r.Reserve(ctx, h, 8)
 	require.ErrorIs(t, err, transport.ErrNotSupported)

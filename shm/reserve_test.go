@@ -4,6 +4,7 @@ package shm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -36,8 +37,12 @@ func TestReserveStreamsBehindAdvance(t *testing.T) {
 			return nil
 		})
 	}()
-	for upTo := 0; upTo < 40<<10; {
-		upTo = <-seen // before Commit, the advanced bytes arrive
+	for upTo := 0; upTo < 40<<10; { // before Commit, the advanced bytes arrive
+		select {
+		case upTo = <-seen:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of the 40 KiB advanced reached the receiver before Commit", upTo)
+		}
 	}
 	require.NoError(t, a.Commit(ctx))
 	require.NoError(t, <-done)

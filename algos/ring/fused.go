@@ -123,9 +123,11 @@ func (pp *pipe) fusedStep(ctx context.Context, res transport.Reserver, in, out u
 			next += len(p)
 		}
 		for len(p) > 0 {
-			room := second[max(off-len(first), 0):]
+			var room []byte
 			if off < len(first) {
 				room = first[off:]
+			} else {
+				room = second[off-len(first):]
 			}
 			k := min(len(room), len(p))
 			if err := reduce.Apply3Dual(dt, op, room[:k], dst[off:off+k], a[off:off+k], p[:k]); err != nil {

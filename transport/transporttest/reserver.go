@@ -50,13 +50,10 @@ func testReserver(t *testing.T, tr transport.Transport, opt Options) {
 							if err != nil {
 								return err
 							}
+							write(first, second, want)
 							if advance {
-								part := n / 2
-								write(first, second, want)
-								res.Advance(part)
-								res.Advance(part / 2) // never goes back
-							} else {
-								write(first, second, want)
+								res.Advance(n / 2)
+								res.Advance(n / 4) // never goes back
 							}
 							return res.Commit(ctx)
 						})
