@@ -64,3 +64,49 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApply3Dual measures the fused ring step's reduce (algos/ring, fused.go):
+// 64 MiB of a op b written to two outputs, 64 KiB at a time as shm's pieces arrive.
+// Bytes/s counts one output's bytes.
+func BenchmarkApply3Dual(b *testing.B) {
+	const n, piece = 64 << 20, 64 << 10
+	d1, d2, x, y := make([]byte, n), make([]byte, n), make([]byte, n), make([]byte, n)
+	for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.BFloat16, transport.Int32} {
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(n)
+			for b.Loop() {
+				for off := 0; off < n; off += piece {
+					if err := Apply3Dual(dt, transport.Sum, 2, d1[off:off+piece], d2[off:off+piece], x[off:off+piece], y[off:off+piece]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFinish measures Avg's division (Finish) over 4 MiB, which runs on every
+// averaged chunk; "generic" forces the portable Go loop.
+func BenchmarkFinish(b *testing.B) {
+	const n = 4 << 20
+	buf := make([]byte, n)
+	for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.BFloat16} {
+		for _, avx := range []bool{true, false} {
+			name := dt.String()
+			if !avx {
+				name += "-generic"
+			}
+			b.Run(name, func(b *testing.B) {
+				saved := useAVX2
+				useAVX2 = useAVX2 && avx
+				defer func() { useAVX2 = saved }()
+				b.SetBytes(n)
+				for b.Loop() {
+					if err := Finish(dt, transport.Avg, buf, 3); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -158,7 +158,6 @@ func divideFloat[T ~float32 | ~float64](d []T, world int) {
 
 func divideHalf(d []uint16, bf bool, world int) {
 	var f [halfBlock]float32
-	w := float32(world)
 	for off := 0; off < len(d); off += halfBlock {
 		n := min(halfBlock, len(d)-off)
 		x := f[:n]
@@ -167,8 +166,8 @@ func divideHalf(d []uint16, bf bool, world int) {
 		} else {
 			widenF16(x, d[off:off+n])
 		}
-		for i := range x {
-			x[i] /= w
+		if !divide32(x, world) {
+			divideFloat(x, world)
 		}
 		if bf {
 			narrowBF16(d[off:off+n], x)

@@ -53,34 +53,50 @@ func Apply3Stream(dt transport.DType, op transport.Op, dst, a, b []byte) error {
 	return Apply3(dt, op, dst, a, b)
 }
 
-// Apply3Dual computes d1 = d2 = a op b element-wise: one pass that writes the result to
-// two places, for a result that goes both into a message (d1, a link's own memory) and
-// into the caller's buffer (d2), neither read again soon. Where it can (float32 sum
-// and avg, AVX2, d1 and d2 equally aligned and apart from each other and from a and b,
-// or d2 equal to a or b) both are written with non-temporal stores, as Apply3Stream
-// does; otherwise it is Apply3 into d1 and a copy into d2. d1 must not overlap a or b,
-// nor d2; d2 may be a or b (in place). The results are identical to Apply3's.
-func Apply3Dual(dt transport.DType, op transport.Op, d1, d2, a, b []byte) error {
+// Apply3Dual computes d1 = d2 = a op b element-wise, finished for a world of world ranks
+// (Finish: an average divided by world): one pass that writes the result to two
+// places, for a result that goes both into a message (d1, a link's own memory) and into
+// the caller's buffer (d2), neither read again soon. Where it can (float32 and float64
+// sum, and avg over a power-of-two world; AVX2; d1 and d2 equally aligned and apart
+// from each other and from a and b, or d2 equal to a or b) both are written in one loop
+// with non-temporal stores, as Apply3Stream does; otherwise it is Apply3 and Finish
+// into d1 and a copy into d2. d1 must not overlap a or b, nor d2; d2 may be a or b (in
+// place). The results are identical to Apply3's followed by Finish's.
+func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []byte) error {
 	if len(d2) != len(d1) {
 		return fmt.Errorf("reduce: %w: the two outputs are %d and %d bytes; they must be equal", transport.ErrInvalid, len(d1), len(d2))
 	}
-	if dt == transport.Float32 && len(d1) == len(a) && len(d1) == len(b) && len(d1) > 0 &&
-		aligned(d1, 4) && aligned(d2, 4) && aligned(a, 4) && aligned(b, 4) &&
-		apart(d1, a) && apart(d1, b) && apart(d1, d2) && (apart(d2, a) || same(d2, a)) && (apart(d2, b) || same(d2, b)) &&
-		check(dt, op, len(d1)) == nil && stream32Dual(op, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)) {
-		return nil
+	if err := check(dt, op, len(d1)); err != nil {
+		return err
+	}
+	if len(a) != len(d1) || len(b) != len(d1) {
+		return fmt.Errorf("reduce: %w: operands are %d, %d and %d bytes; all three must be equal",
+			transport.ErrInvalid, len(d1), len(a), len(b))
+	}
+	if (dt == transport.Float32 || dt == transport.Float64) && len(d1) > 0 &&
+		aligned(d1, dt.Size()) && aligned(d2, dt.Size()) && aligned(a, dt.Size()) && aligned(b, dt.Size()) &&
+		apart(d1, a) && apart(d1, b) && apart(d1, d2) && (apart(d2, a) || same(d2, a)) && (apart(d2, b) || same(d2, b)) {
+		if dt == transport.Float32 && dual32(op, world, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)) ||
+			dt == transport.Float64 && dual64(op, world, view[float64](d1), view[float64](d2), view[float64](a), view[float64](b)) {
+			return nil
+		}
 	}
 	if err := Apply3(dt, op, d1, a, b); err != nil {
+		return err
+	}
+	if err := Finish(dt, op, d1, world); err != nil {
 		return err
 	}
 	copy(d2, d1)
 	return nil
 }
 
-// DualStreams reports whether Apply3Dual writes dt op results with non-temporal stores
-// on this machine (float32 sum and avg with AVX2; outputs equally aligned).
-func DualStreams(dt transport.DType, op transport.Op) bool {
-	return useAVX2 && dt == transport.Float32 && (op == transport.Sum || op == transport.Avg)
+// DualStreams reports whether Apply3Dual writes dt op results for a world of world
+// ranks with non-temporal stores on this machine: float32 and float64 sums, and their
+// averages over a power-of-two world, with AVX2 (outputs equally aligned).
+func DualStreams(dt transport.DType, op transport.Op, world int) bool {
+	pow2 := world >= 1 && world&(world-1) == 0
+	return useAVX2 && (dt == transport.Float32 || dt == transport.Float64) && (op == transport.Sum || op == transport.Avg && pow2)
 }
 
 // same reports whether x and y are the same bytes.
@@ -165,9 +181,13 @@ func finish(dt transport.DType, buf []byte, world int) {
 	case transport.BFloat16:
 		divideHalf(view[uint16](buf), true, world)
 	case transport.Float32:
-		divideFloat(view[float32](buf), world)
+		if d := view[float32](buf); !divide32(d, world) {
+			divideFloat(d, world)
+		}
 	case transport.Float64:
-		divideFloat(view[float64](buf), world)
+		if d := view[float64](buf); !divide64(d, world) {
+			divideFloat(d, world)
+		}
 	}
 }
 

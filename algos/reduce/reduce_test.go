@@ -1,6 +1,7 @@
 package reduce
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/big"
@@ -287,40 +288,41 @@ func TestFinish(t *testing.T) {
 	for _, dt := range transport.DTypes {
 		for _, world := range []int{1, 2, 3, 7, 300} {
 			for _, off := range []int{0, 1} {
-				n := 61
-				src := randomBytes(rng, dt, n)
-				buf := make([]byte, len(src)+1)[off : off+len(src)]
-				copy(buf, src)
-				require.NoError(t, Finish(dt, transport.Avg, buf, world))
-				want := make([]byte, len(src))
-				for i := range n {
-					if !dt.IsFloat() {
-						x := new(big.Int)
-						if isSigned(dt) {
-							x.SetInt64(signExtend(dt, rawInt(dt, src, i)))
-						} else {
-							x.SetUint64(rawInt(dt, src, i))
+				for _, n := range []int{0, 1, 7, 61, 1029} { // 1029: the float kernels' whole blocks and a tail
+					src := randomBytes(rng, dt, n)
+					buf := make([]byte, len(src)+1)[off : off+len(src)]
+					copy(buf, src)
+					require.NoError(t, Finish(dt, transport.Avg, buf, world))
+					want := make([]byte, len(src))
+					for i := range n {
+						if !dt.IsFloat() {
+							x := new(big.Int)
+							if isSigned(dt) {
+								x.SetInt64(signExtend(dt, rawInt(dt, src, i)))
+							} else {
+								x.SetUint64(rawInt(dt, src, i))
+							}
+							x.Quo(x, big.NewInt(int64(world))) // Quo truncates toward zero
+							putRaw(dt, want, i, uint64(x.Int64())&mask(dt))
+							if !isSigned(dt) {
+								putRaw(dt, want, i, x.Uint64()&mask(dt))
+							}
+							continue
 						}
-						x.Quo(x, big.NewInt(int64(world))) // Quo truncates toward zero
-						putRaw(dt, want, i, uint64(x.Int64())&mask(dt))
-						if !isSigned(dt) {
-							putRaw(dt, want, i, x.Uint64()&mask(dt))
+						v := floatAt(dt, src, i) / float64(world)
+						if dt != transport.Float64 {
+							v = float64(float32(v)) // the kernel divides in float32
 						}
-						continue
+						putFloat(dt, want, i, v)
 					}
-					v := floatAt(dt, src, i) / float64(world)
-					if dt != transport.Float64 {
-						v = float64(float32(v)) // the kernel divides in float32
-					}
-					putFloat(dt, want, i, v)
-				}
-				requireSameResult(t, dt, want, buf, dt.String()+" avg finish")
+					requireSameResult(t, dt, want, buf, dt.String()+" avg finish")
 
-				// Every other op leaves the buffer alone.
-				for _, op := range []transport.Op{transport.Sum, transport.Prod, transport.Max, transport.Min} {
-					c := append([]byte(nil), src...)
-					require.NoError(t, Finish(dt, op, c, world))
-					require.Equal(t, src, c)
+					// Every other op leaves the buffer alone.
+					for _, op := range []transport.Op{transport.Sum, transport.Prod, transport.Max, transport.Min} {
+						c := bytes.Clone(src)
+						require.NoError(t, Finish(dt, op, c, world))
+						require.Equal(t, src, c)
+					}
 				}
 			}
 		}
@@ -437,19 +439,34 @@ func TestApply3StreamMatchesApply3(t *testing.T) {
 	require.ErrorIs(t, Apply3Stream(transport.Float32, transport.Sum, a[:8], a[:4], b[:8]), transport.ErrInvalid)
 }
 
-// TestApply3DualMatchesApply3: both outputs of Apply3Dual hold Apply3's bits, at every
-// length and at every offset of each output (equal offsets take the non-temporal path
-// for float32 sum and avg, unequal ones the copy), for float32 and other dtypes and
-// ops, with d2 apart from the inputs or equal to a (in place). The fast path must run
-// where it can (stream32Dual reports it), so a broken dispatch cannot hide behind the
-// fallback.
+// TestApply3DualMatchesApply3: both outputs of Apply3Dual hold the bits of Apply3
+// followed by Finish, at every length and at every offset of each output (equal
+// offsets take the non-temporal path for float32 and float64 sum and avg, unequal ones
+// the copy), for them and other dtypes and ops, averages over worlds of 2 and 4 (the
+// kernels multiply by 1/W) and 3 (Go divides), with d2 apart from the inputs or equal
+// to a (in place). The floats include NaN, infinities, signed zeros, subnormals and
+// sums that overflow. The fast path must run where it can (dual32 and dual64 report
+// it), so a broken dispatch cannot hide behind the fallback.
 func TestApply3DualMatchesApply3(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 3e38, -3e38, 1.5e308,
+		math.SmallestNonzeroFloat32, -3 * math.SmallestNonzeroFloat32, math.SmallestNonzeroFloat64, 5e-324 * 7}
+	float := func() float64 {
+		if rng.IntN(8) == 0 {
+			return special[rng.IntN(len(special))]
+		}
+		return rng.NormFloat64()
+	}
+	type opw struct {
+		op    transport.Op
+		world int
+	}
+	ops := []opw{{transport.Sum, 2}, {transport.Max, 2}, {transport.Avg, 2}, {transport.Avg, 3}, {transport.Avg, 4}}
 	for _, n := range []int{0, 1, 7, 63, 64, 65, 127, 1000, 100003} {
 		for _, s1 := range []int{0, 1, 3} {
 			for _, s2 := range []int{0, 1} {
 				for _, dt := range []transport.DType{transport.Float32, transport.Int32, transport.Float64} {
-					for _, op := range []transport.Op{transport.Sum, transport.Avg, transport.Max} {
+					for _, o := range ops {
 						for _, inPlace := range []bool{false, true} {
 							es := dt.Size()
 							mk := func(shift int) []byte {
@@ -457,37 +474,54 @@ func TestApply3DualMatchesApply3(t *testing.T) {
 								for i := range b {
 									b[i] = byte(rng.Uint32())
 								}
-								if dt == transport.Float32 {
+								switch dt {
+								case transport.Float32:
 									for i := range n {
-										binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(rng.NormFloat64())))
+										binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(float())))
+									}
+								case transport.Float64:
+									for i := range n {
+										binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(float()))
 									}
 								}
 								return b
 							}
 							a, b := mk(s2), mk(0)
 							want := make([]byte, n*es)
-							require.NoError(t, Apply3(dt, op, want, a, b))
+							require.NoError(t, Apply3(dt, o.op, want, a, b))
+							require.NoError(t, Finish(dt, o.op, want, o.world))
 							d1, d2 := mk(s1), mk(s2)
 							if inPlace {
 								d2 = a
 							}
-							require.NoError(t, Apply3Dual(dt, op, d1, d2, a, b))
-							require.Equal(t, want, d1, "d1: n=%d shifts=%d,%d %s %s in place %v", n, s1, s2, dt, op, inPlace)
-							require.Equal(t, want, d2, "d2: n=%d shifts=%d,%d %s %s in place %v", n, s1, s2, dt, op, inPlace)
+							require.NoError(t, Apply3Dual(dt, o.op, o.world, d1, d2, a, b))
+							require.Equal(t, want, d1, "d1: n=%d shifts=%d,%d %s %+v in place %v", n, s1, s2, dt, o, inPlace)
+							require.Equal(t, want, d2, "d2: n=%d shifts=%d,%d %s %+v in place %v", n, s1, s2, dt, o, inPlace)
 						}
 					}
 				}
 			}
 		}
 	}
-	require.ErrorIs(t, Apply3Dual(transport.Float32, transport.Sum, make([]byte, 8), make([]byte, 4), make([]byte, 8), make([]byte, 8)), transport.ErrInvalid)
+	require.ErrorIs(t, Apply3Dual(transport.Float32, transport.Sum, 2, make([]byte, 8), make([]byte, 4), make([]byte, 8), make([]byte, 8)), transport.ErrInvalid)
+	require.ErrorIs(t, Apply3Dual(transport.Float32, transport.Avg, 0, make([]byte, 8), make([]byte, 8), make([]byte, 8), make([]byte, 8)), transport.ErrInvalid)
 	if !useAVX2 {
 		return
 	}
 	f := func(n, shift int) []float32 { return make([]float32, n+8)[shift : shift+n] }
 	a, b := f(1000, 0), f(1000, 0)
-	require.True(t, stream32Dual(transport.Sum, f(1000, 0), f(1000, 0), a, b), "equally aligned outputs stream")
-	require.True(t, stream32Dual(transport.Avg, f(1000, 3), f(1000, 3), a, b), "equally misaligned outputs stream")
-	require.False(t, stream32Dual(transport.Sum, f(1000, 0), f(1000, 1), a, b), "outputs 4 bytes apart in alignment")
-	require.False(t, stream32Dual(transport.Max, f(1000, 0), f(1000, 0), a, b), "max has no streaming kernel")
+	require.True(t, dual32(transport.Sum, 2, f(1000, 0), f(1000, 0), a, b), "equally aligned outputs stream")
+	require.True(t, dual32(transport.Avg, 2, f(1000, 3), f(1000, 3), a, b), "equally misaligned outputs stream")
+	require.False(t, dual32(transport.Avg, 3, f(1000, 0), f(1000, 0), a, b), "1/3 is not exact: Go divides")
+	require.False(t, dual32(transport.Sum, 2, f(1000, 0), f(1000, 1), a, b), "outputs 4 bytes apart in alignment")
+	require.False(t, dual32(transport.Max, 2, f(1000, 0), f(1000, 0), a, b), "max has no streaming kernel")
+	g := func(n, shift int) []float64 { return make([]float64, n+8)[shift : shift+n] }
+	x, y := g(1000, 0), g(1000, 0)
+	require.True(t, dual64(transport.Sum, 2, g(1000, 0), g(1000, 0), x, y), "float64: equally aligned outputs stream")
+	require.True(t, dual64(transport.Avg, 4, g(1000, 3), g(1000, 3), x, y), "float64: equally misaligned outputs stream")
+	require.False(t, dual64(transport.Sum, 2, g(1000, 0), g(1000, 1), x, y), "float64: outputs 8 bytes apart in alignment")
+	require.False(t, dual64(transport.Min, 2, g(1000, 0), g(1000, 0), x, y), "float64: min has no streaming kernel")
+	require.True(t, DualStreams(transport.Float64, transport.Sum, 2) && DualStreams(transport.Float32, transport.Avg, 2), "float sums and averages stream")
+	require.False(t, DualStreams(transport.BFloat16, transport.Sum, 2), "bfloat16 has no two-output kernel")
+	require.False(t, DualStreams(transport.Float32, transport.Avg, 3), "an average over 3 ranks is divided in Go")
 }

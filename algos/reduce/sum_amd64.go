@@ -22,7 +22,16 @@ func addF64AVX2(dst, a, b *float64, n int)
 func addF32NTAVX2(dst, a, b *float32, n int)
 
 //go:noescape
-func addF32NT2AVX2(d1, d2, a, b *float32, n int)
+func addF32NT2AVX2(d1, d2, a, b *float32, n int, s float32)
+
+//go:noescape
+func addF64NT2AVX2(d1, d2, a, b *float64, n int, s float64)
+
+//go:noescape
+func divF32AVX2(d *float32, n int, w float32)
+
+//go:noescape
+func divF64AVX2(d *float64, n int, w float64)
 
 //go:noescape
 func maxF32AVX2(dst, a, b *float32, n int)
@@ -74,25 +83,53 @@ func stream32(op transport.Op, d, a, b []float32) bool {
 	return true
 }
 
-// stream32Dual is stream32 with two outputs, d1 and d2 (Apply3Dual). The elements before
+// streamDual is stream32 with two outputs, d1 and d2 (Apply3Dual), for float32 or
+// float64 sum and avg with kern, that width's two-output kernel; an average is
+// finished for a world of world ranks, which must be a power of two (the kernel
+// multiplies by 1/world, whose product has the quotient's bits). The elements before
 // d1's first 32-byte boundary and after the last whole 128-byte block go through Go;
-// d2 must then sit on a 32-byte boundary too, else it reports false having done nothing.
-func stream32Dual(op transport.Op, d1, d2, a, b []float32) bool {
-	if !useAVX2 || (op != transport.Sum && op != transport.Avg) || len(d1) < 64 {
+// d2 must then sit on a 32-byte boundary too, else it reports false having done
+// nothing.
+func streamDual[T float32 | float64](op transport.Op, world int, d1, d2, a, b []T, kern func(d1, d2, a, b *T, n int, s T)) bool {
+	esz := int(unsafe.Sizeof(T(0)))
+	if !useAVX2 || (op != transport.Sum && op != transport.Avg) || len(d1) < 256/esz {
 		return false
 	}
 	p1, p2 := uintptr(unsafe.Pointer(&d1[0])), uintptr(unsafe.Pointer(&d2[0]))
 	if (p1-p2)%32 != 0 {
 		return false
 	}
-	head := int((32-p1%32)%32) / 4
-	n := (len(d1) - head) &^ 31
-	kernel3(op, d1[:head], a[:head], b[:head])
+	scale := T(1)
+	if op == transport.Avg {
+		if world < 1 || world&(world-1) != 0 {
+			return false
+		}
+		scale = 1 / T(world)
+	}
+	edge := func(d, x, y []T) { // an edge through Go: reduce, finish, copy
+		kernel3(op, d, x, y)
+		if op == transport.Avg {
+			divideFloat(d, world)
+		}
+	}
+	head := int((32-p1%32)%32) / esz
+	n := (len(d1) - head) &^ (128/esz - 1)
+	edge(d1[:head], a[:head], b[:head])
 	copy(d2[:head], d1[:head])
-	addF32NT2AVX2(&d1[head], &d2[head], &a[head], &b[head], n)
-	kernel3(op, d1[head+n:], a[head+n:len(d1)], b[head+n:len(d1)])
+	kern(&d1[head], &d2[head], &a[head], &b[head], n, scale)
+	edge(d1[head+n:], a[head+n:len(d1)], b[head+n:len(d1)])
 	copy(d2[head+n:], d1[head+n:])
 	return true
+}
+
+// dual32 and dual64 are streamDual for each float width, the kernels that Apply3Dual
+// runs for float32 and float64 (they report false where streamDual does).
+func dual32(op transport.Op, world int, d1, d2, a, b []float32) bool {
+	return streamDual(op, world, d1, d2, a, b, addF32NT2AVX2)
+}
+
+func dual64(op transport.Op, world int, d1, d2, a, b []float64) bool {
+	return streamDual(op, world, d1, d2, a, b, addF64NT2AVX2)
 }
 
 // fast64 is fast32 for float64 (4 lanes).
@@ -112,6 +149,32 @@ func fast64(op transport.Op, d, a, b []float64) bool {
 		return false
 	}
 	kernel3(op, d[n:], a[n:len(d)], b[n:len(d)])
+	return true
+}
+
+// divide32 and divide64 are divideFloat with the AVX2 kernels for the whole vectors
+// and Go for the rest; they report false, having done nothing, without AVX2.
+func divide32(d []float32, world int) bool {
+	if !useAVX2 {
+		return false
+	}
+	n := len(d) &^ 7
+	if n > 0 {
+		divF32AVX2(&d[0], n, float32(world))
+	}
+	divideFloat(d[n:], world)
+	return true
+}
+
+func divide64(d []float64, world int) bool {
+	if !useAVX2 {
+		return false
+	}
+	n := len(d) &^ 3
+	if n > 0 {
+		divF64AVX2(&d[0], n, float64(world))
+	}
+	divideFloat(d[n:], world)
 	return true
 }
 

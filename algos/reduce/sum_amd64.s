@@ -130,16 +130,18 @@ ntdone:
 	VZEROUPPER
 	RET
 
-// func addF32NT2AVX2(d1, d2, a, b *float32, n int)
-// d1[i] = d2[i] = a[i] + b[i] for i < n, both outputs with non-temporal stores (see
-// addF32NTAVX2). n is a multiple of 32; d1 and d2 are 32-byte aligned; either may equal
-// a or b. Ends with SFENCE.
-TEXT ·addF32NT2AVX2(SB), NOSPLIT, $0-40
-	MOVQ d1+0(FP), DI
-	MOVQ d2+8(FP), R8
-	MOVQ a+16(FP), SI
-	MOVQ b+24(FP), DX
-	MOVQ n+32(FP), CX
+// func addF32NT2AVX2(d1, d2, a, b *float32, n int, s float32)
+// d1[i] = d2[i] = (a[i] + b[i]) * s for i < n, both outputs with non-temporal stores
+// (see addF32NTAVX2); s is 1 for a sum and 1/W for an average over a power-of-two W,
+// where the product is the quotient's bits. n is a multiple of 32; d1 and d2 are
+// 32-byte aligned; either may equal a or b. Ends with SFENCE.
+TEXT ·addF32NT2AVX2(SB), NOSPLIT, $0-44
+	MOVQ         d1+0(FP), DI
+	MOVQ         d2+8(FP), R8
+	MOVQ         a+16(FP), SI
+	MOVQ         b+24(FP), DX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS s+40(FP), Y4
 
 nt2loop:
 	CMPQ     CX, $32
@@ -152,6 +154,10 @@ nt2loop:
 	VADDPS   32(DX), Y1, Y1
 	VADDPS   64(DX), Y2, Y2
 	VADDPS   96(DX), Y3, Y3
+	VMULPS   Y4, Y0, Y0
+	VMULPS   Y4, Y1, Y1
+	VMULPS   Y4, Y2, Y2
+	VMULPS   Y4, Y3, Y3
 	VMOVNTPS Y0, (DI)
 	VMOVNTPS Y1, 32(DI)
 	VMOVNTPS Y2, 64(DI)
@@ -169,5 +175,133 @@ nt2loop:
 
 nt2done:
 	SFENCE
+	VZEROUPPER
+	RET
+
+// func addF64NT2AVX2(d1, d2, a, b *float64, n int, s float64)
+// addF32NT2AVX2 for float64: n is a multiple of 16; d1 and d2 are 32-byte aligned;
+// either may equal a or b. Ends with SFENCE.
+TEXT ·addF64NT2AVX2(SB), NOSPLIT, $0-48
+	MOVQ         d1+0(FP), DI
+	MOVQ         d2+8(FP), R8
+	MOVQ         a+16(FP), SI
+	MOVQ         b+24(FP), DX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSD s+40(FP), Y4
+
+nt2loop64:
+	CMPQ     CX, $16
+	JB       nt2done64
+	VMOVUPD  (SI), Y0
+	VMOVUPD  32(SI), Y1
+	VMOVUPD  64(SI), Y2
+	VMOVUPD  96(SI), Y3
+	VADDPD   (DX), Y0, Y0
+	VADDPD   32(DX), Y1, Y1
+	VADDPD   64(DX), Y2, Y2
+	VADDPD   96(DX), Y3, Y3
+	VMULPD   Y4, Y0, Y0
+	VMULPD   Y4, Y1, Y1
+	VMULPD   Y4, Y2, Y2
+	VMULPD   Y4, Y3, Y3
+	VMOVNTPD Y0, (DI)
+	VMOVNTPD Y1, 32(DI)
+	VMOVNTPD Y2, 64(DI)
+	VMOVNTPD Y3, 96(DI)
+	VMOVNTPD Y0, (R8)
+	VMOVNTPD Y1, 32(R8)
+	VMOVNTPD Y2, 64(R8)
+	VMOVNTPD Y3, 96(R8)
+	ADDQ     $128, SI
+	ADDQ     $128, DX
+	ADDQ     $128, DI
+	ADDQ     $128, R8
+	SUBQ     $16, CX
+	JMP      nt2loop64
+
+nt2done64:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func divF32AVX2(d *float32, n int, w float32)
+// d[i] /= w for i < n (Avg's Finish); n is a multiple of 8. VDIVPS rounds each quotient
+// as Go's scalar division does, so the bits are the same, four times the elements per
+// instruction.
+TEXT ·divF32AVX2(SB), NOSPLIT, $0-20
+	MOVQ         d+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS w+16(FP), Y4
+
+div32loop32:
+	CMPQ    CX, $32
+	JB      div32loop8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VDIVPS  Y4, Y0, Y0
+	VDIVPS  Y4, Y1, Y1
+	VDIVPS  Y4, Y2, Y2
+	VDIVPS  Y4, Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     div32loop32
+
+div32loop8:
+	CMPQ    CX, $8
+	JB      div32done
+	VMOVUPS (DI), Y0
+	VDIVPS  Y4, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     div32loop8
+
+div32done:
+	VZEROUPPER
+	RET
+
+// func divF64AVX2(d *float64, n int, w float64)
+// divF32AVX2 for float64; n is a multiple of 4.
+TEXT ·divF64AVX2(SB), NOSPLIT, $0-24
+	MOVQ         d+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD w+16(FP), Y4
+
+div64loop16:
+	CMPQ    CX, $16
+	JB      div64loop4
+	VMOVUPD (DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VDIVPD  Y4, Y0, Y0
+	VDIVPD  Y4, Y1, Y1
+	VDIVPD  Y4, Y2, Y2
+	VDIVPD  Y4, Y3, Y3
+	VMOVUPD Y0, (DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ    $128, DI
+	SUBQ    $16, CX
+	JMP     div64loop16
+
+div64loop4:
+	CMPQ    CX, $4
+	JB      div64done
+	VMOVUPD (DI), Y0
+	VDIVPD  Y4, Y0, Y0
+	VMOVUPD Y0, (DI)
+	ADDQ    $32, DI
+	SUBQ    $4, CX
+	JMP     div64loop4
+
+div64done:
 	VZEROUPPER
 	RET

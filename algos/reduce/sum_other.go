@@ -11,7 +11,13 @@ func fast32(transport.Op, []float32, []float32, []float32) bool { return false }
 
 func stream32(transport.Op, []float32, []float32, []float32) bool { return false }
 
-func stream32Dual(transport.Op, []float32, []float32, []float32, []float32) bool { return false }
+func dual32(transport.Op, int, []float32, []float32, []float32, []float32) bool { return false }
+
+func dual64(transport.Op, int, []float64, []float64, []float64, []float64) bool { return false }
+
+func divide32([]float32, int) bool { return false }
+
+func divide64([]float64, int) bool { return false }
 
 func fast64(transport.Op, []float64, []float64, []float64) bool { return false }
 

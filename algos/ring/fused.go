@@ -15,14 +15,15 @@ import (
 // passes over it: a copy into Recv past the caches, and the link's copy of the slot
 // into its ring for the all-gather. Where the link lets the sender write a message in
 // place (transport.Reserver: shm's ring) and the reduction has a kernel with two
-// non-temporal outputs (reduce.Apply3Dual), one pass does all three: the rank reserves
-// the all-gather chunk's room in the ring, receives the peer's reduce-scatter chunk and
-// writes each piece's sum both into that room and into Recv, then commits the message.
-// In place, Recv is the input, and the pass saves the all-gather's copy. Predicted from
-// a two-thread model of the passes: 16 % less time per 64 MiB call out of place;
-// measured 20 % (10.0 to 8.0 ms, medians of five launches), and 8-15 % at 2-16 MiB,
-// where allReduce2 did not run (the output is below coldBytes) and the fused steps now
-// do; in place no change beyond the launches' spread (BENCHMARKS.md, "Speed", 30).
+// non-temporal outputs (reduce.Apply3Dual: float32 and float64 sums and averages), one
+// pass does all three: the rank reserves the all-gather chunk's room in the ring,
+// receives the peer's reduce-scatter chunk and writes each piece's sum (or average)
+// both into that room and into Recv, then commits the message. In place, Recv is the input, and the pass saves the
+// all-gather's copy. Predicted from a two-thread model of the passes: 16 % less time
+// per 64 MiB float32 call out of place; measured 20 % (10.0 to 8.0 ms, medians of five
+// launches), and 8-15 % at 2-16 MiB, where allReduce2 did not run (the output is below
+// coldBytes) and the fused steps now do; in place no change beyond the launches'
+// spread (BENCHMARKS.md, "Speed", 30). float64: 11-28 % less at 2-64 MiB ("Speed", 31).
 //
 // The messages, their order and their tags are allReduce2's (interleave), so a peer on
 // the other path understands this one. The steps run in the calling goroutine, in
@@ -35,21 +36,25 @@ import (
 // in the ring, and Reserve takes a chunk only where four fit (ReserveMax).
 
 // fusable reports whether a two-rank AllReduce of a interleaves its steps below the cold
-// size too: a float32 sum, which the fused steps take. Both ranks decide it alike (it
-// depends on the call alone), as they must, since it sets the order of the messages;
-// whether a rank then runs the steps fused (fusedLink) is its own affair. Other dtypes
-// keep the step order there: with the scratch slots instead of the fused pass the
-// interleaved order measured no faster below 32 MiB, and up to 1.2x slower for float64
-// (BENCHMARKS.md, "Speed", 30).
-func fusable(a *algos.Args) bool { return a.DType == transport.Float32 && a.Op == transport.Sum }
+// size too: a float32 or float64 sum or average, which the fused steps take
+// (reduce.Apply3Dual has a two-output kernel for them, which finishes an average over
+// two ranks by multiplying by one half). Both ranks decide it alike (it depends on the
+// call alone), as they must, since it sets the order of the messages; whether a rank
+// then runs the steps fused (fusedLink) is its own affair. Other dtypes and ops keep
+// the step order there: fused through a reduce into a buffer in L1 and two streamed
+// copies, bfloat16 sums were up to 1.4x slower and float32 max no faster, their
+// kernels being bound by arithmetic rather than memory (BENCHMARKS.md, "Speed", 31).
+func fusable(a *algos.Args) bool {
+	return (a.DType == transport.Float32 || a.DType == transport.Float64) && (a.Op == transport.Sum || a.Op == transport.Avg)
+}
 
 // fusedLink returns the link to the peer as a transport.Reserver when allReduce2 runs
-// fused: the steps run serially on this rank (serialLarge, as for pipe.serial), the op
-// has no Finish, the reduction streams two outputs (reduce.DualStreams) and the link
-// takes a chunk in place. Otherwise nil.
+// fused: the steps run serially on this rank (serialLarge, as for pipe.serial), the
+// reduction streams two outputs (reduce.DualStreams) and the link takes a chunk in
+// place. Otherwise nil.
 func fusedLink(pp *pipe) transport.Reserver {
 	a := pp.a
-	if !fusable(a) || !reduce.DualStreams(a.DType, a.Op) || !serialLarge(pp.p) {
+	if !fusable(a) || !reduce.DualStreams(a.DType, a.Op, pp.p.Size()) || !serialLarge(pp.p) {
 		return nil
 	}
 	r, ok := pp.p.Link(pp.next).(transport.Reserver)
@@ -108,8 +113,9 @@ func fused2(ctx context.Context, pp *pipe, res transport.Reserver, seg func(int)
 }
 
 // fusedStep reserves room for a message of len(dst) bytes to the peer (tag out),
-// receives the peer's message of as many bytes (tag in) and writes dst = a op incoming
-// both into dst and into the reserved room, then commits the message.
+// receives the peer's message of as many bytes (tag in) and writes dst = a op incoming,
+// finished (an average divided), both into dst and into the reserved room, then
+// commits the message.
 func (pp *pipe) fusedStep(ctx context.Context, res transport.Reserver, in, out uint32, dst, a []byte) error {
 	first, second, err := res.Reserve(ctx, pp.p.Header(out), len(dst))
 	if err != nil {
@@ -130,7 +136,7 @@ func (pp *pipe) fusedStep(ctx context.Context, res transport.Reserver, in, out u
 				room = second[off-len(first):]
 			}
 			k := min(len(room), len(p))
-			if err := reduce.Apply3Dual(dt, op, room[:k], dst[off:off+k], a[off:off+k], p[:k]); err != nil {
+			if err := reduce.Apply3Dual(dt, op, pp.p.Size(), room[:k], dst[off:off+k], a[off:off+k], p[:k]); err != nil {
 				return err
 			}
 			off, p = off+k, p[k:]

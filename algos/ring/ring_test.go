@@ -168,8 +168,8 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	require.True(t, interleaves(501), "segments of 251 and 250 elements")
 	require.False(t, interleaves(500), "segments of one chunk")
 	// Serial ranks whose links take messages in place (inmem's do) run the fused steps
-	// for float32 sums where the CPU streams two outputs (reduce.DualStreams); the others,
-	// and every other dtype and op, the slots.
+	// for float32 and float64 sums and averages where the CPU streams two outputs
+	// (reduce.DualStreams); the others, and every other dtype and op, the slots.
 	fused := func(dt transport.DType, op transport.Op, serial func(algos.Peers) bool) (got, serialRanks [2]bool) {
 		a := &algos.Args{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: 1001, ChunkBytes: 1000}
 		require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
@@ -185,28 +185,34 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer ring.SetSerialLarge(serial)()
-			got, want := fused(transport.Float32, transport.Sum, serial)
-			if !reduce.DualStreams(transport.Float32, transport.Sum) {
-				want = [2]bool{}
+			for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+				for _, op := range []transport.Op{transport.Sum, transport.Avg} {
+					got, want := fused(dt, op, serial)
+					if !reduce.DualStreams(dt, op, 2) {
+						want = [2]bool{}
+					}
+					require.Equal(t, want, got, "%s %s", dt, op)
+				}
 			}
-			require.Equal(t, want, got, "float32 sum")
-			got, _ = fused(transport.Float32, transport.Avg, serial)
-			require.Equal(t, [2]bool{}, got, "avg divides after the reduce")
-			got, _ = fused(transport.Float64, transport.Sum, serial)
-			require.Equal(t, [2]bool{}, got, "no two-output kernel")
+			for _, dt := range []transport.DType{transport.BFloat16, transport.Int32} {
+				got, _ := fused(dt, transport.Sum, serial)
+				require.Equal(t, [2]bool{}, got, "%s: no two-output kernel", dt)
+			}
+			got, _ := fused(transport.Float64, transport.Max, serial)
+			require.Equal(t, [2]bool{}, got, "max: no two-output kernel")
 			algostest.Matrix(t, ring.Algorithm{}, algostest.Options{Worlds: []int{2}, Kinds: []transport.Kind{transport.KindAllReduce},
 				Counts: []int{0, 1, 7, 13, 1000, 1001}})
 		})
 	}
 }
 
-// TestFusedBelowColdSize: serial ranks run the fused steps for float32 sums below the
-// cold size too (their all-gather receives then stay in the caches), in place and out
-// of place, and a pipelined rank runs allReduce2's slots in the same message order;
-// against the serial reference, on serial ranks and on a serial rank mixed with a
-// pipelined one. Other dtypes keep the step order (float64 here).
+// TestFusedBelowColdSize: serial ranks run the fused steps for float32 and float64 sums
+// and averages below the cold size too (their all-gather receives then stay in the caches), in
+// place and out of place, and a pipelined rank runs allReduce2's slots in the same
+// message order; against the serial reference, on serial ranks and on a serial rank
+// mixed with a pipelined one. Other dtypes keep the step order (bfloat16 here).
 func TestFusedBelowColdSize(t *testing.T) {
-	if !reduce.DualStreams(transport.Float32, transport.Sum) {
+	if !reduce.DualStreams(transport.Float32, transport.Sum, 2) || !reduce.DualStreams(transport.Float64, transport.Sum, 2) {
 		t.Skip("this CPU has no two-output streaming kernel (AVX2): the fused steps do not run")
 	}
 	defer ring.SetColdBytes(1 << 40)()
@@ -221,27 +227,31 @@ func TestFusedBelowColdSize(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer ring.SetSerialLarge(serial)()
-			for _, inPlace := range []bool{false, true} {
-				send := make([]byte, 4*1001)
-				recv := send
-				if !inPlace {
-					recv = make([]byte, len(send))
+			for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+				for _, inPlace := range []bool{false, true} {
+					send := make([]byte, dt.Size()*1001)
+					recv := send
+					if !inPlace {
+						recv = make([]byte, len(send))
+					}
+					a := &algos.Args{Kind: transport.KindAllReduce, DType: dt, Op: transport.Sum, Count: 1001,
+						ChunkBytes: 1000, Send: send, Recv: recv}
+					var got, want [2]bool
+					require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
+						got[p.Rank()], want[p.Rank()] = ring.Fused(p, a), serial(p)
+						return nil
+					})))
+					require.Equal(t, want, got, "%s in place %v", dt, inPlace)
 				}
-				a := &algos.Args{Kind: transport.KindAllReduce, DType: transport.Float32, Op: transport.Sum, Count: 1001,
-					ChunkBytes: 1000, Send: send, Recv: recv}
-				var got, want [2]bool
-				require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
-					got[p.Rank()], want[p.Rank()] = ring.Fused(p, a), serial(p)
-					return nil
-				})))
-				require.Equal(t, want, got, "in place %v", inPlace)
 			}
 			for i, n := range []int{0, 1, 7, 1000, 1001, 1999, 20001} {
-				for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
-					for _, inPlace := range []bool{false, true} {
-						c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: transport.Sum, Count: n,
-							ChunkBytes: 1000, InPlace: inPlace, Seed: uint64(i)}
-						require.NoError(t, c.Check(ctx, m, ring.Algorithm{}.Run), "%v", c)
+				for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.BFloat16} {
+					for _, op := range []transport.Op{transport.Sum, transport.Avg} {
+						for _, inPlace := range []bool{false, true} {
+							c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: n,
+								ChunkBytes: 1000, InPlace: inPlace, Seed: uint64(i)}
+							require.NoError(t, c.Check(ctx, m, ring.Algorithm{}.Run), "%v", c)
+						}
 					}
 				}
 			}

@@ -176,33 +176,46 @@ func TestEndToEndLargeAndShm(t *testing.T) {
 
 // TestEndToEndTwoRankFused: two processes over shm, one P each as the launcher gives
 // them on a 2-core host, run the two-rank ring's fused steps (algos/ring/fused.go) for
-// float32 sums that interleave: every dtype's data checked at 2 and 8 MiB and at an odd
-// float count, and each rank's trace holds the in-place sends that only that path makes.
+// float32 and float64 sums and averages that interleave: every dtype's data checked
+// at 2 and 8 MiB, an odd float count, and an odd double count with every op; each
+// rank's trace at the odd counts holds the in-place sends that only that path makes.
 func TestEndToEndTwoRankFused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	env := []string{"GOMAXPROCS=1", "GOCCL_TRACE=" + dir}
-	for _, args := range [][]string{{"-b", "2M", "-e", "8M", "-f", "4", "-d", "all"}, {"-b", "4000004", "-e", "4000004"}} {
-		out, errOut, code := runPerf(t, env, append([]string{"all_reduce", "--np", "2", "--transport", "shm", "--algo", "ring",
-			"-n", "2", "-w", "1", "-c", "1"}, args...)...)
+	traced := map[string]string{} // trace directory -> the dtype that must run fused there
+	for _, l := range []struct {
+		fused string // the dtype whose trace must show the fused steps, or "" for a check of values only
+		args  []string
+	}{
+		{"", []string{"-b", "2M", "-e", "8M", "-f", "4", "-d", "all"}},
+		{"float32", []string{"-b", "4000004", "-e", "4000004"}},
+		{"float64", []string{"-b", "4000008", "-e", "4000008", "-d", "double", "-o", "all"}},
+	} {
+		dir := t.TempDir()
+		if l.fused != "" {
+			traced[dir] = l.fused
+		}
+		out, errOut, code := runPerf(t, []string{"GOMAXPROCS=1", "GOCCL_TRACE=" + dir}, append([]string{"all_reduce", "--np", "2",
+			"--transport", "shm", "--algo", "ring", "-n", "2", "-w", "1", "-c", "1"}, l.args...)...)
 		require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 		for _, r := range parseRows(t, out) {
 			require.Equal(t, "0", r.wrongOOP, "%+v", r)
 			require.Equal(t, "0", r.wrIP, "%+v", r)
 		}
 	}
-	if !reduce.DualStreams(transport.Float32, transport.Sum) {
+	if !reduce.DualStreams(transport.Float32, transport.Sum, 2) || !reduce.DualStreams(transport.Float64, transport.Sum, 2) {
 		return // no AVX2: the fused steps do not run here, only the values are checked
 	}
-	traces, err := filepath.Glob(filepath.Join(dir, "goccl-trace.*.json"))
-	require.NoError(t, err)
-	require.Len(t, traces, 4, "two launches of two ranks")
-	for _, tr := range traces {
-		b, err := os.ReadFile(tr)
+	for dir, dt := range traced {
+		traces, err := filepath.Glob(filepath.Join(dir, "goccl-trace.*.json"))
 		require.NoError(t, err)
-		require.Contains(t, string(b), "send (in place)", "%s: no all-gather chunk written in place", tr)
+		require.Len(t, traces, 2, "%s: one launch of two ranks", dt)
+		for _, tr := range traces {
+			b, err := os.ReadFile(tr)
+			require.NoError(t, err)
+			require.True(t, strings.Contains(string(b), "send (in place)"), "%s, %s: no all-gather chunk written in place", dt, tr)
+		}
 	}
 }
 
