@@ -121,7 +121,9 @@ func (pp *pipe) fusedStep(ctx context.Context, res transport.Reserver, in, out u
 	if err != nil {
 		return err
 	}
-	dt, op := pp.a.DType, pp.a.Op
+	// The closure below goes to the link, so it takes copies, not pp: a pipe captured
+	// there would escape to the heap on every call, fused or not.
+	dt, op, world := pp.a.DType, pp.a.Op, pp.p.Size()
 	done := 0 // the prefix written so far, which the peer may start to read (Advance)
 	put := func(off int, p []byte) error {
 		next := done
@@ -136,7 +138,7 @@ func (pp *pipe) fusedStep(ctx context.Context, res transport.Reserver, in, out u
 				room = second[off-len(first):]
 			}
 			k := min(len(room), len(p))
-			if err := reduce.Apply3Dual(dt, op, pp.p.Size(), room[:k], dst[off:off+k], a[off:off+k], p[:k]); err != nil {
+			if err := reduce.Apply3Dual(dt, op, world, room[:k], dst[off:off+k], a[off:off+k], p[:k]); err != nil {
 				return err
 			}
 			off, p = off+k, p[k:]
