@@ -114,3 +114,85 @@ nbf:
 nbfdone:
 	VZEROUPPER
 	RET
+
+// func addF16F16C(d, a, b *uint16, n int)
+// d[i] = float16(float32(a[i]) + float32(b[i])) for i < n (a multiple of 8): the widen,
+// the float32 add and the rounding of halfKernel's three passes, in registers. Each
+// 8-element load happens before its store, so d may equal a or b.
+TEXT ·addF16F16C(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+af16:
+	CMPQ      CX, $8
+	JB        af16done
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS (DX), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0, Y0, X1
+	VMOVDQU   X1, (DI)
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JMP       af16
+
+af16done:
+	VZEROUPPER
+	RET
+
+// func addBF16AVX2(d, a, b *uint16, n int)
+// addF16F16C for bfloat16: widen by a shift, add in float32, round as narrowBF16AVX2.
+TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ         d+0(FP), DI
+	MOVQ         a+8(FP), SI
+	MOVQ         b+16(FP), DX
+	MOVQ         n+24(FP), CX
+	MOVL         $1, AX
+	VMOVD        AX, X8
+	VPBROADCASTD X8, Y8          // 1
+	MOVL         $0x7fff, AX
+	VMOVD        AX, X9
+	VPBROADCASTD X9, Y9          // 0x7fff
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X10
+	VPBROADCASTD X10, Y10        // abs mask
+	MOVL         $0x7f800000, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11        // +Inf
+	MOVL         $0x40, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12        // quiet bit
+
+abf:
+	CMPQ         CX, $8
+	JB           abfdone
+	VPMOVZXWD    (SI), Y0
+	VPSLLD       $16, Y0, Y0
+	VPMOVZXWD    (DX), Y1
+	VPSLLD       $16, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPSRLD       $16, Y0, Y1
+	VPAND        Y8, Y1, Y1
+	VPADDD       Y1, Y0, Y2
+	VPADDD       Y9, Y2, Y2
+	VPSRLD       $16, Y2, Y2      // rounded
+	VPAND        Y10, Y0, Y3
+	VPCMPGTD     Y11, Y3, Y3      // |x| > Inf: NaN
+	VPSRLD       $16, Y0, Y4
+	VPOR         Y12, Y4, Y4      // quieted NaN
+	VPBLENDVB    Y3, Y4, Y2, Y2
+	VEXTRACTI128 $1, Y2, X5
+	VPACKUSDW    X5, X2, X2
+	VMOVDQU      X2, (DI)
+	ADDQ         $16, SI
+	ADDQ         $16, DX
+	ADDQ         $16, DI
+	SUBQ         $8, CX
+	JMP          abf
+
+abfdone:
+	VZEROUPPER
+	RET

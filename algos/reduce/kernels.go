@@ -57,11 +57,16 @@ const halfBlock = 512
 
 // halfKernel reduces float16 (bf = false) or bfloat16 patterns: each block widens to
 // float32 (exactly), combines there with the float32 kernel (AVX2 for sums), and rounds
-// back once, to nearest even. Staging in blocks instead of converting element by
+// back once, to nearest even. Sums do all three in registers where the CPU has the
+// instructions (fastHalfSum), leaving only a tail of under 8 elements to the blocks. Staging in blocks instead of converting element by
 // element lets the widen and narrow loops inline their conversions.
 func halfKernel(op transport.Op, bf bool, d, a, b []uint16) {
 	var fa, fb [halfBlock]float32
 	a, b = a[:len(d)], b[:len(d)]
+	if op == transport.Sum || op == transport.Avg {
+		k := fastHalfSum(bf, d, a, b)
+		d, a, b = d[k:], a[k:], b[k:]
+	}
 	for off := 0; off < len(d); off += halfBlock {
 		n := min(halfBlock, len(d)-off)
 		xa, xb := fa[:n], fb[:n]

@@ -28,6 +28,12 @@ func addF32NT2AVX2(d1, d2, a, b *float32, n int, s float32)
 func addF64NT2AVX2(d1, d2, a, b *float64, n int, s float64)
 
 //go:noescape
+func addF16F16C(d, a, b *uint16, n int)
+
+//go:noescape
+func addBF16AVX2(d, a, b *uint16, n int)
+
+//go:noescape
 func divF32AVX2(d *float32, n int, w float32)
 
 //go:noescape
@@ -211,6 +217,24 @@ func fastWiden(bf bool, dst []float32, src []uint16) int {
 }
 
 // fastNarrow is fastWiden's inverse, rounding to nearest even.
+// fastHalfSum computes d = a + b for the whole 8-element blocks of float16 (bf false)
+// or bfloat16 patterns in one pass (the bits of halfKernel's widen, add and narrow) and
+// returns how many elements it did: 0 without F16C or AVX2.
+func fastHalfSum(bf bool, d, a, b []uint16) int {
+	n := len(d) &^ 7
+	switch {
+	case n == 0:
+		return 0
+	case bf && useAVX2:
+		addBF16AVX2(&d[0], &a[0], &b[0], n)
+	case !bf && useF16C:
+		addF16F16C(&d[0], &a[0], &b[0], n)
+	default:
+		return 0
+	}
+	return n
+}
+
 func fastNarrow(bf bool, dst []uint16, src []float32) int {
 	n := len(dst) &^ 7
 	switch {

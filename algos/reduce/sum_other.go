@@ -26,3 +26,5 @@ var useF16C = false
 func fastWiden(bool, []float32, []uint16) int { return 0 }
 
 func fastNarrow(bool, []uint16, []float32) int { return 0 }
+
+func fastHalfSum(bool, []uint16, []uint16, []uint16) int { return 0 }
