@@ -34,6 +34,15 @@ func addF16F16C(d, a, b *uint16, n int)
 func addBF16AVX2(d, a, b *uint16, n int)
 
 //go:noescape
+func addI8AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func addI32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func addI64AVX2(d, a, b *byte, n int)
+
+//go:noescape
 func divF32AVX2(d *float32, n int, w float32)
 
 //go:noescape
@@ -156,6 +165,27 @@ func fast64(op transport.Op, d, a, b []float64) bool {
 	}
 	kernel3(op, d[n:], a[n:len(d)], b[n:len(d)])
 	return true
+}
+
+// fastIntSum adds the whole 32-byte blocks of integers of esz bytes (1, 4 or 8),
+// wrapping, and returns how many bytes it did: 0 without AVX2. The vectors add as
+// Go's + does, so the bits are kernel3's.
+func fastIntSum(esz int, d, a, b []byte) int {
+	n := len(d) &^ 31
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	switch esz {
+	case 1:
+		addI8AVX2(&d[0], &a[0], &b[0], n)
+	case 4:
+		addI32AVX2(&d[0], &a[0], &b[0], n)
+	case 8:
+		addI64AVX2(&d[0], &a[0], &b[0], n)
+	default:
+		return 0
+	}
+	return n
 }
 
 // divide32 and divide64 are divideFloat with the AVX2 kernels for the whole vectors

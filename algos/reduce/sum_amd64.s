@@ -305,3 +305,136 @@ div64loop4:
 div64done:
 	VZEROUPPER
 	RET
+
+// func addI8AVX2(d, a, b *byte, n int), addI32AVX2, addI64AVX2
+// d = a + b, wrapping, for n bytes (a multiple of 32) of 1-, 4- or 8-byte integers,
+// signed or unsigned alike (two's complement adds both the same way). Same aliasing
+// rule as addF32AVX2.
+TEXT ·addI8AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+i8loop128:
+	CMPQ    CX, $128
+	JB      i8loop32
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VPADDB  (DX), Y0, Y0
+	VPADDB  32(DX), Y1, Y1
+	VPADDB  64(DX), Y2, Y2
+	VPADDB  96(DX), Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DX
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	JMP     i8loop128
+
+i8loop32:
+	CMPQ    CX, $32
+	JB      i8done
+	VMOVDQU (SI), Y0
+	VPADDB  (DX), Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JMP     i8loop32
+
+i8done:
+	VZEROUPPER
+	RET
+
+TEXT ·addI32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+i32loop128:
+	CMPQ    CX, $128
+	JB      i32loop32
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VPADDD  (DX), Y0, Y0
+	VPADDD  32(DX), Y1, Y1
+	VPADDD  64(DX), Y2, Y2
+	VPADDD  96(DX), Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DX
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	JMP     i32loop128
+
+i32loop32:
+	CMPQ    CX, $32
+	JB      i32done
+	VMOVDQU (SI), Y0
+	VPADDD  (DX), Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JMP     i32loop32
+
+i32done:
+	VZEROUPPER
+	RET
+
+TEXT ·addI64AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+
+i64loop128:
+	CMPQ    CX, $128
+	JB      i64loop32
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	VPADDQ  (DX), Y0, Y0
+	VPADDQ  32(DX), Y1, Y1
+	VPADDQ  64(DX), Y2, Y2
+	VPADDQ  96(DX), Y3, Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, 64(DI)
+	VMOVDQU Y3, 96(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DX
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	JMP     i64loop128
+
+i64loop32:
+	CMPQ    CX, $32
+	JB      i64done
+	VMOVDQU (SI), Y0
+	VPADDQ  (DX), Y0, Y0
+	VMOVDQU Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JMP     i64loop32
+
+i64done:
+	VZEROUPPER
+	RET
