@@ -1,5 +1,41 @@
 #include "textflag.h"
 
+// BF16CONSTS loads narrowBF16's constants: Y8 = 1, Y9 = 0x7fff, Y10 the abs mask, Y11
+// +Inf, Y12 the quiet bit (0x40 in the top half).
+#define BF16CONSTS \
+	MOVL $1, AX \
+	VMOVD AX, X8 \
+	VPBROADCASTD X8, Y8 \
+	MOVL $0x7fff, AX \
+	VMOVD AX, X9 \
+	VPBROADCASTD X9, Y9 \
+	MOVL $0x7fffffff, AX \
+	VMOVD AX, X10 \
+	VPBROADCASTD X10, Y10 \
+	MOVL $0x7f800000, AX \
+	VMOVD AX, X11 \
+	VPBROADCASTD X11, Y11 \
+	MOVL $0x40, AX \
+	VMOVD AX, X12 \
+	VPBROADCASTD X12, Y12
+
+// BF16NARROW rounds the 8 float32 in Y0 to bfloat16 in X2: bits + 0x7fff + (bit 16),
+// top half, round to nearest even; a NaN keeps its top half with the quiet bit set.
+// Uses Y1-Y5 and BF16CONSTS's registers.
+#define BF16NARROW \
+	VPSRLD $16, Y0, Y1 \
+	VPAND Y8, Y1, Y1 \
+	VPADDD Y1, Y0, Y2 \
+	VPADDD Y9, Y2, Y2 \
+	VPSRLD $16, Y2, Y2 \
+	VPAND Y10, Y0, Y3 \
+	VPCMPGTD Y11, Y3, Y3 \
+	VPSRLD $16, Y0, Y4 \
+	VPOR Y12, Y4, Y4 \
+	VPBLENDVB Y3, Y4, Y2, Y2 \
+	VEXTRACTI128 $1, Y2, X5 \
+	VPACKUSDW X5, X2, X2
+
 // func widenF16F16C(dst *float32, src *uint16, n int)
 // dst[i] = float32(src[i]) for i < n (n a multiple of 8), exact (VCVTPH2PS).
 TEXT ·widenF16F16C(SB), NOSPLIT, $0-24
@@ -73,38 +109,13 @@ TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	MOVL $1, AX
-	VMOVD AX, X8
-	VPBROADCASTD X8, Y8          // 1
-	MOVL $0x7fff, AX
-	VMOVD AX, X9
-	VPBROADCASTD X9, Y9          // 0x7fff
-	MOVL $0x7fffffff, AX
-	VMOVD AX, X10
-	VPBROADCASTD X10, Y10        // abs mask
-	MOVL $0x7f800000, AX
-	VMOVD AX, X11
-	VPBROADCASTD X11, Y11        // +Inf
-	MOVL $0x40, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12        // quiet bit
+	BF16CONSTS
 
 nbf:
 	CMPQ         CX, $8
 	JB           nbfdone
 	VMOVDQU      (SI), Y0
-	VPSRLD       $16, Y0, Y1
-	VPAND        Y8, Y1, Y1
-	VPADDD       Y1, Y0, Y2
-	VPADDD       Y9, Y2, Y2
-	VPSRLD       $16, Y2, Y2      // rounded
-	VPAND        Y10, Y0, Y3
-	VPCMPGTD     Y11, Y3, Y3      // |x| > Inf: NaN
-	VPSRLD       $16, Y0, Y4
-	VPOR         Y12, Y4, Y4      // quieted NaN
-	VPBLENDVB    Y3, Y4, Y2, Y2
-	VEXTRACTI128 $1, Y2, X5
-	VPACKUSDW    X5, X2, X2
+	BF16NARROW
 	VMOVDQU      X2, (DI)
 	ADDQ         $32, SI
 	ADDQ         $16, DI
@@ -150,21 +161,7 @@ TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
 	MOVQ         a+8(FP), SI
 	MOVQ         b+16(FP), DX
 	MOVQ         n+24(FP), CX
-	MOVL         $1, AX
-	VMOVD        AX, X8
-	VPBROADCASTD X8, Y8          // 1
-	MOVL         $0x7fff, AX
-	VMOVD        AX, X9
-	VPBROADCASTD X9, Y9          // 0x7fff
-	MOVL         $0x7fffffff, AX
-	VMOVD        AX, X10
-	VPBROADCASTD X10, Y10        // abs mask
-	MOVL         $0x7f800000, AX
-	VMOVD        AX, X11
-	VPBROADCASTD X11, Y11        // +Inf
-	MOVL         $0x40, AX
-	VMOVD        AX, X12
-	VPBROADCASTD X12, Y12        // quiet bit
+	BF16CONSTS
 
 abf:
 	CMPQ         CX, $8
@@ -174,18 +171,7 @@ abf:
 	VPMOVZXWD    (DX), Y1
 	VPSLLD       $16, Y1, Y1
 	VADDPS       Y1, Y0, Y0
-	VPSRLD       $16, Y0, Y1
-	VPAND        Y8, Y1, Y1
-	VPADDD       Y1, Y0, Y2
-	VPADDD       Y9, Y2, Y2
-	VPSRLD       $16, Y2, Y2      // rounded
-	VPAND        Y10, Y0, Y3
-	VPCMPGTD     Y11, Y3, Y3      // |x| > Inf: NaN
-	VPSRLD       $16, Y0, Y4
-	VPOR         Y12, Y4, Y4      // quieted NaN
-	VPBLENDVB    Y3, Y4, Y2, Y2
-	VEXTRACTI128 $1, Y2, X5
-	VPACKUSDW    X5, X2, X2
+	BF16NARROW
 	VMOVDQU      X2, (DI)
 	ADDQ         $16, SI
 	ADDQ         $16, DX

@@ -190,25 +190,17 @@ func fastIntSum(esz int, d, a, b []byte) int {
 
 // divide32 and divide64 are divideFloat with the AVX2 kernels for the whole vectors
 // and Go for the rest; they report false, having done nothing, without AVX2.
-func divide32(d []float32, world int) bool {
-	if !useAVX2 {
-		return false
-	}
-	n := len(d) &^ 7
-	if n > 0 {
-		divF32AVX2(&d[0], n, float32(world))
-	}
-	divideFloat(d[n:], world)
-	return true
-}
+func divide32(d []float32, world int) bool { return divideVec(d, world, divF32AVX2) }
 
-func divide64(d []float64, world int) bool {
+func divide64(d []float64, world int) bool { return divideVec(d, world, divF64AVX2) }
+
+func divideVec[T float32 | float64](d []T, world int, kern func(d *T, n int, w T)) bool {
 	if !useAVX2 {
 		return false
 	}
-	n := len(d) &^ 3
+	n := len(d) &^ (32/int(unsafe.Sizeof(T(0))) - 1) // whole 32-byte vectors
 	if n > 0 {
-		divF64AVX2(&d[0], n, float64(world))
+		kern(&d[0], n, T(world))
 	}
 	divideFloat(d[n:], world)
 	return true
