@@ -1,5 +1,40 @@
 #include "textflag.h"
 
+// NT2LOOP is the loop of addF32NT2AVX2 and addF64NT2AVX2: per 128-byte block, load a,
+// ADD b, MUL by the scale in Y4, and store to d1 (DI) and d2 (R8) with NT; CX counts
+// elements, STEP of them per block. Jumps to done when fewer than STEP remain.
+#define NT2LOOP(ADD, MUL, NT, STEP) \
+loop: \
+	CMPQ CX, $STEP \
+	JB   done \
+	VMOVUPS (SI), Y0 \
+	VMOVUPS 32(SI), Y1 \
+	VMOVUPS 64(SI), Y2 \
+	VMOVUPS 96(SI), Y3 \
+	ADD (DX), Y0, Y0 \
+	ADD 32(DX), Y1, Y1 \
+	ADD 64(DX), Y2, Y2 \
+	ADD 96(DX), Y3, Y3 \
+	MUL Y4, Y0, Y0 \
+	MUL Y4, Y1, Y1 \
+	MUL Y4, Y2, Y2 \
+	MUL Y4, Y3, Y3 \
+	NT Y0, (DI) \
+	NT Y1, 32(DI) \
+	NT Y2, 64(DI) \
+	NT Y3, 96(DI) \
+	NT Y0, (R8) \
+	NT Y1, 32(R8) \
+	NT Y2, 64(R8) \
+	NT Y3, 96(R8) \
+	ADDQ $128, SI \
+	ADDQ $128, DX \
+	ADDQ $128, DI \
+	ADDQ $128, R8 \
+	SUBQ $STEP, CX \
+	JMP  loop
+
+
 // func addF32AVX2(dst, a, b *float32, n int)
 // dst[i] = a[i] + b[i] for i < n; n is a multiple of 8. Unaligned loads and stores;
 // every load of a 128-byte block happens before its stores, so dst may equal a or b.
@@ -143,37 +178,9 @@ TEXT ·addF32NT2AVX2(SB), NOSPLIT, $0-44
 	MOVQ         n+32(FP), CX
 	VBROADCASTSS s+40(FP), Y4
 
-nt2loop:
-	CMPQ     CX, $32
-	JB       nt2done
-	VMOVUPS  (SI), Y0
-	VMOVUPS  32(SI), Y1
-	VMOVUPS  64(SI), Y2
-	VMOVUPS  96(SI), Y3
-	VADDPS   (DX), Y0, Y0
-	VADDPS   32(DX), Y1, Y1
-	VADDPS   64(DX), Y2, Y2
-	VADDPS   96(DX), Y3, Y3
-	VMULPS   Y4, Y0, Y0
-	VMULPS   Y4, Y1, Y1
-	VMULPS   Y4, Y2, Y2
-	VMULPS   Y4, Y3, Y3
-	VMOVNTPS Y0, (DI)
-	VMOVNTPS Y1, 32(DI)
-	VMOVNTPS Y2, 64(DI)
-	VMOVNTPS Y3, 96(DI)
-	VMOVNTPS Y0, (R8)
-	VMOVNTPS Y1, 32(R8)
-	VMOVNTPS Y2, 64(R8)
-	VMOVNTPS Y3, 96(R8)
-	ADDQ     $128, SI
-	ADDQ     $128, DX
-	ADDQ     $128, DI
-	ADDQ     $128, R8
-	SUBQ     $32, CX
-	JMP      nt2loop
+	NT2LOOP(VADDPS, VMULPS, VMOVNTPS, 32)
 
-nt2done:
+done:
 	SFENCE
 	VZEROUPPER
 	RET
@@ -189,37 +196,9 @@ TEXT ·addF64NT2AVX2(SB), NOSPLIT, $0-48
 	MOVQ         n+32(FP), CX
 	VBROADCASTSD s+40(FP), Y4
 
-nt2loop64:
-	CMPQ     CX, $16
-	JB       nt2done64
-	VMOVUPD  (SI), Y0
-	VMOVUPD  32(SI), Y1
-	VMOVUPD  64(SI), Y2
-	VMOVUPD  96(SI), Y3
-	VADDPD   (DX), Y0, Y0
-	VADDPD   32(DX), Y1, Y1
-	VADDPD   64(DX), Y2, Y2
-	VADDPD   96(DX), Y3, Y3
-	VMULPD   Y4, Y0, Y0
-	VMULPD   Y4, Y1, Y1
-	VMULPD   Y4, Y2, Y2
-	VMULPD   Y4, Y3, Y3
-	VMOVNTPD Y0, (DI)
-	VMOVNTPD Y1, 32(DI)
-	VMOVNTPD Y2, 64(DI)
-	VMOVNTPD Y3, 96(DI)
-	VMOVNTPD Y0, (R8)
-	VMOVNTPD Y1, 32(R8)
-	VMOVNTPD Y2, 64(R8)
-	VMOVNTPD Y3, 96(R8)
-	ADDQ     $128, SI
-	ADDQ     $128, DX
-	ADDQ     $128, DI
-	ADDQ     $128, R8
-	SUBQ     $16, CX
-	JMP      nt2loop64
+	NT2LOOP(VADDPD, VMULPD, VMOVNTPD, 16)
 
-nt2done64:
+done:
 	SFENCE
 	VZEROUPPER
 	RET
