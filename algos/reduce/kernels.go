@@ -57,9 +57,10 @@ const halfBlock = 512
 
 // halfKernel reduces float16 (bf = false) or bfloat16 patterns: each block widens to
 // float32 (exactly), combines there with the float32 kernel (AVX2 for sums), and rounds
-// back once, to nearest even. Sums do all three in registers where the CPU has the
-// instructions (fastHalfSum), leaving only a tail of under 8 elements to the blocks. Staging in blocks instead of converting element by
-// element lets the widen and narrow loops inline their conversions.
+// back once, to nearest even. Staging in blocks instead of converting element by
+// element lets the widen and narrow loops inline their conversions. Sums do all three
+// in registers where the CPU has the instructions (fastHalfSum), which leaves only a
+// tail of under 8 elements to the blocks.
 func halfKernel(op transport.Op, bf bool, d, a, b []uint16) {
 	var fa, fb [halfBlock]float32
 	a, b = a[:len(d)], b[:len(d)]

@@ -238,7 +238,6 @@ func fastWiden(bf bool, dst []float32, src []uint16) int {
 	return n
 }
 
-// fastNarrow is fastWiden's inverse, rounding to nearest even.
 // fastHalfSum computes d = a + b for the whole 8-element blocks of float16 (bf false)
 // or bfloat16 patterns in one pass (the bits of halfKernel's widen, add and narrow) and
 // returns how many elements it did: 0 without F16C or AVX2.
@@ -257,6 +256,7 @@ func fastHalfSum(bf bool, d, a, b []uint16) int {
 	return n
 }
 
+// fastNarrow is fastWiden's inverse, rounding to nearest even.
 func fastNarrow(bf bool, dst []uint16, src []float32) int {
 	n := len(dst) &^ 7
 	switch {

@@ -18,12 +18,14 @@ import (
 // non-temporal outputs (reduce.Apply3Dual: float32 and float64 sums and averages), one
 // pass does all three: the rank reserves the all-gather chunk's room in the ring,
 // receives the peer's reduce-scatter chunk and writes each piece's sum (or average)
-// both into that room and into Recv, then commits the message. In place, Recv is the input, and the pass saves the
-// all-gather's copy. Predicted from a two-thread model of the passes: 16 % less time
-// per 64 MiB float32 call out of place; measured 20 % (10.0 to 8.0 ms, medians of five
-// launches), and 8-15 % at 2-16 MiB, where allReduce2 did not run (the output is below
-// coldBytes) and the fused steps now do; in place no change beyond the launches'
-// spread (BENCHMARKS.md, "Speed", 30). float64: 11-28 % less at 2-64 MiB ("Speed", 31).
+// both into that room and into Recv, then commits the message. In place, Recv is the
+// input, and the pass saves the all-gather's copy. Predicted from a two-thread model of
+// the passes: 16 % less time per 64 MiB float32 call out of place; measured 20 % (10.0
+// to 8.0 ms, medians of five launches), and 8-15 % at 2-16 MiB, where allReduce2 did
+// not run (the output is below coldBytes) and the fused steps now do; in place no
+// change beyond the launches' spread (BENCHMARKS.md, "Speed", 30). float64 sums: 7-28 %
+// less at 4-64 MiB; float32 averages, which had a Finish pass besides, 1.9-2.4x faster
+// ("Speed", 31).
 //
 // The messages, their order and their tags are allReduce2's (interleave), so a peer on
 // the other path understands this one. The steps run in the calling goroutine, in
@@ -43,7 +45,8 @@ import (
 // then runs the steps fused (fusedLink) is its own affair. Other dtypes and ops keep
 // the step order there: fused through a reduce into a buffer in L1 and two streamed
 // copies, bfloat16 sums were up to 1.4x slower and float32 max no faster, their
-// kernels being bound by arithmetic rather than memory (BENCHMARKS.md, "Speed", 31).
+// kernels being bound by arithmetic rather than memory (BENCHMARKS.md, "Speed", 31a;
+// measured before the one-pass 16-bit sums of 31c).
 func fusable(a *algos.Args) bool {
 	return (a.DType == transport.Float32 || a.DType == transport.Float64) && (a.Op == transport.Sum || a.Op == transport.Avg)
 }
