@@ -182,3 +182,68 @@ abf:
 abfdone:
 	VZEROUPPER
 	RET
+
+// func addF16NT2F16C(d1, d2, a, b *uint16, n int)
+// addF16F16C with both outputs written by non-temporal stores (see addF32NTAVX2): the
+// two-rank ring's fused step for float16 sums. n is a multiple of 8; d1 and d2 are
+// 16-byte aligned; either may equal a or b. Ends with SFENCE.
+TEXT ·addF16NT2F16C(SB), NOSPLIT, $0-40
+	MOVQ d1+0(FP), DI
+	MOVQ d2+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), DX
+	MOVQ n+32(FP), CX
+
+af16nt:
+	CMPQ      CX, $8
+	JB        af16ntdone
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS (DX), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0, Y0, X1
+	VMOVNTDQ  X1, (DI)
+	VMOVNTDQ  X1, (R8)
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $16, DI
+	ADDQ      $16, R8
+	SUBQ      $8, CX
+	JMP       af16nt
+
+af16ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func addBF16NT2AVX2(d1, d2, a, b *uint16, n int)
+// addF16NT2F16C for bfloat16 (addBF16AVX2's arithmetic).
+TEXT ·addBF16NT2AVX2(SB), NOSPLIT, $0-40
+	MOVQ d1+0(FP), DI
+	MOVQ d2+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), DX
+	MOVQ n+32(FP), CX
+	BF16CONSTS
+
+abfnt:
+	CMPQ      CX, $8
+	JB        abfntdone
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VPMOVZXWD (DX), Y1
+	VPSLLD    $16, Y1, Y1
+	VADDPS    Y1, Y0, Y0
+	BF16NARROW
+	VMOVNTDQ  X2, (DI)
+	VMOVNTDQ  X2, (R8)
+	ADDQ      $16, SI
+	ADDQ      $16, DX
+	ADDQ      $16, DI
+	ADDQ      $16, R8
+	SUBQ      $8, CX
+	JMP       abfnt
+
+abfntdone:
+	SFENCE
+	VZEROUPPER
+	RET

@@ -57,9 +57,9 @@ func Apply3Stream(dt transport.DType, op transport.Op, dst, a, b []byte) error {
 // (Finish: an average divided by world): one pass that writes the result to two
 // places, for a result that goes both into a message (d1, a link's own memory) and into
 // the caller's buffer (d2), neither read again soon. Where it can (float32 and float64
-// sum, and avg over a power-of-two world; AVX2; d1 and d2 equally aligned and apart
-// from each other and from a and b, or d2 equal to a or b) both are written in one loop
-// with non-temporal stores, as Apply3Stream does; otherwise it is Apply3 and Finish
+// sum, and avg over a power-of-two world; float16 and bfloat16 sum; see DualStreams;
+// d1 and d2 equally aligned and apart from each other and from a and b, or d2 equal to
+// a or b) both are written in one loop with non-temporal stores, as Apply3Stream does; otherwise it is Apply3 and Finish
 // into d1 and a copy into d2. d1 must not overlap a or b, nor d2; d2 may be a or b (in
 // place). The results are identical to Apply3's followed by Finish's.
 func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []byte) error {
@@ -73,11 +73,13 @@ func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []b
 		return fmt.Errorf("reduce: %w: operands are %d, %d and %d bytes; all three must be equal",
 			transport.ErrInvalid, len(d1), len(a), len(b))
 	}
-	if (dt == transport.Float32 || dt == transport.Float64) && len(d1) > 0 &&
-		aligned(d1, dt.Size()) && aligned(d2, dt.Size()) && aligned(a, dt.Size()) && aligned(b, dt.Size()) &&
+	if len(d1) > 0 && aligned(d1, dt.Size()) && aligned(d2, dt.Size()) && aligned(a, dt.Size()) && aligned(b, dt.Size()) &&
 		apart(d1, a) && apart(d1, b) && apart(d1, d2) && (apart(d2, a) || same(d2, a)) && (apart(d2, b) || same(d2, b)) {
-		if dt == transport.Float32 && dual32(op, world, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)) ||
-			dt == transport.Float64 && dual64(op, world, view[float64](d1), view[float64](d2), view[float64](a), view[float64](b)) {
+		switch {
+		case dt == transport.Float32 && dual32(op, world, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)),
+			dt == transport.Float64 && dual64(op, world, view[float64](d1), view[float64](d2), view[float64](a), view[float64](b)),
+			(dt == transport.Float16 || dt == transport.BFloat16) &&
+				dualHalf(op, dt == transport.BFloat16, view[uint16](d1), view[uint16](d2), view[uint16](a), view[uint16](b)):
 			return nil
 		}
 	}
@@ -93,10 +95,19 @@ func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []b
 
 // DualStreams reports whether Apply3Dual writes dt op results for a world of world
 // ranks with non-temporal stores on this machine: float32 and float64 sums, and their
-// averages over a power-of-two world, with AVX2 (outputs equally aligned).
+// averages over a power-of-two world, with AVX2; float16 sums with F16C and bfloat16
+// sums with AVX2 (outputs equally aligned).
 func DualStreams(dt transport.DType, op transport.Op, world int) bool {
 	pow2 := world >= 1 && world&(world-1) == 0
-	return useAVX2 && (dt == transport.Float32 || dt == transport.Float64) && (op == transport.Sum || op == transport.Avg && pow2)
+	switch dt {
+	case transport.Float32, transport.Float64:
+		return useAVX2 && (op == transport.Sum || op == transport.Avg && pow2)
+	case transport.BFloat16:
+		return useAVX2 && op == transport.Sum
+	case transport.Float16:
+		return useF16C && op == transport.Sum
+	}
+	return false
 }
 
 // same reports whether x and y are the same bytes.

@@ -441,12 +441,13 @@ func TestApply3StreamMatchesApply3(t *testing.T) {
 
 // TestApply3DualMatchesApply3: both outputs of Apply3Dual hold the bits of Apply3
 // followed by Finish, at every length and at every offset of each output (equal
-// offsets take the non-temporal path for float32 and float64 sum and avg, unequal ones
-// the copy), for them and other dtypes and ops, averages over worlds of 2 and 4 (the
-// kernels multiply by 1/W) and 3 (Go divides), with d2 apart from the inputs or equal
-// to a (in place). The floats include NaN, infinities, signed zeros, subnormals and
-// sums that overflow. The fast path must run where it can (dual32 and dual64 report
-// it), so a broken dispatch cannot hide behind the fallback.
+// offsets take the non-temporal path for float32 and float64 sum and avg and for
+// float16 and bfloat16 sums, unequal ones the copy), for them and other dtypes and ops,
+// averages over worlds of 2 and 4 (the kernels multiply by 1/W) and 3 (Go divides),
+// with d2 apart from the inputs or equal to a (in place). The floats include NaN,
+// infinities, signed zeros, subnormals and sums that overflow (the 16-bit ones take
+// every bit pattern). The fast path must run where it can (dual32, dual64 and dualHalf
+// report it), so a broken dispatch cannot hide behind the fallback.
 func TestApply3DualMatchesApply3(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 3e38, -3e38, 1.5e308,
@@ -465,7 +466,7 @@ func TestApply3DualMatchesApply3(t *testing.T) {
 	for _, n := range []int{0, 1, 7, 63, 64, 65, 127, 1000, 100003} {
 		for _, s1 := range []int{0, 1, 3} {
 			for _, s2 := range []int{0, 1} {
-				for _, dt := range []transport.DType{transport.Float32, transport.Int32, transport.Float64} {
+				for _, dt := range []transport.DType{transport.Float32, transport.Int32, transport.Float64, transport.BFloat16, transport.Float16} {
 					for _, o := range ops {
 						for _, inPlace := range []bool{false, true} {
 							es := dt.Size()
@@ -522,6 +523,16 @@ func TestApply3DualMatchesApply3(t *testing.T) {
 	require.False(t, dual64(transport.Sum, 2, g(1000, 0), g(1000, 1), x, y), "float64: outputs 8 bytes apart in alignment")
 	require.False(t, dual64(transport.Min, 2, g(1000, 0), g(1000, 0), x, y), "float64: min has no streaming kernel")
 	require.True(t, DualStreams(transport.Float64, transport.Sum, 2) && DualStreams(transport.Float32, transport.Avg, 2), "float sums and averages stream")
-	require.False(t, DualStreams(transport.BFloat16, transport.Sum, 2), "bfloat16 has no two-output kernel")
+	require.True(t, DualStreams(transport.BFloat16, transport.Sum, 2), "bfloat16 sums stream")
+	require.False(t, DualStreams(transport.BFloat16, transport.Avg, 2), "a 16-bit average rounds twice: Apply3, then Finish")
+	require.False(t, DualStreams(transport.Int32, transport.Sum, 2), "int32 has no two-output kernel")
+	h := func(n, shift int) []uint16 { return make([]uint16, n+16)[shift : shift+n] }
+	u, v := h(1000, 0), h(1000, 0)
+	for _, bf := range []bool{true, false} {
+		require.True(t, dualHalf(transport.Sum, bf, h(1000, 0), h(1000, 0), u, v), "bf16 %v: aligned outputs stream", bf)
+		require.True(t, dualHalf(transport.Sum, bf, h(1000, 5), h(1000, 5), u, v), "bf16 %v: equally misaligned outputs stream", bf)
+		require.False(t, dualHalf(transport.Sum, bf, h(1000, 0), h(1000, 1), u, v), "bf16 %v: outputs 2 bytes apart in alignment", bf)
+		require.False(t, dualHalf(transport.Avg, bf, h(1000, 0), h(1000, 0), u, v), "bf16 %v: no average", bf)
+	}
 	require.False(t, DualStreams(transport.Float32, transport.Avg, 3), "an average over 3 ranks is divided in Go")
 }

@@ -15,16 +15,17 @@ import (
 // passes over it: a copy into Recv past the caches, and the link's copy of the slot
 // into its ring for the all-gather. Where the link lets the sender write a message in
 // place (transport.Reserver: shm's ring) and the reduction has a kernel with two
-// non-temporal outputs (reduce.Apply3Dual: float32 and float64 sums and averages), one
-// pass does all three: the rank reserves the all-gather chunk's room in the ring,
-// receives the peer's reduce-scatter chunk and writes each piece's sum (or average)
-// both into that room and into Recv, then commits the message. In place, Recv is the
-// input, and the pass saves the all-gather's copy. Predicted from a two-thread model of
-// the passes: 16 % less time per 64 MiB float32 call out of place; measured 20 % (10.0
-// to 8.0 ms, medians of five launches), and 8-15 % at 2-16 MiB, where allReduce2 did
-// not run (the output is below coldBytes) and the fused steps now do; in place no
-// change beyond the launches' spread (BENCHMARKS.md, "Speed", 30). float64 sums: 7-28 %
-// less at 4-64 MiB; float32 averages, which had a Finish pass besides, 1.9-2.4x faster
+// non-temporal outputs (reduce.Apply3Dual: float32 and float64 sums and averages, and
+// float16 and bfloat16 sums), one pass does all three: the rank reserves the
+// all-gather chunk's room in the ring, receives the peer's reduce-scatter chunk and
+// writes each piece's sum (or average) both into that room and into Recv, then commits
+// the message. In place, Recv is the input, and the pass saves the all-gather's copy.
+// Predicted from a two-thread model of the passes: 16 % less time per 64 MiB float32
+// call out of place; measured 20 % (10.0 to 8.0 ms, medians of five launches), and
+// 8-15 % at 2-16 MiB, where allReduce2 did not run (the output is below coldBytes) and
+// the fused steps now do; in place no change beyond the launches' spread
+// (BENCHMARKS.md, "Speed", 30). float64 sums: 7-28 % less at 4-64 MiB; float32
+// averages, which had a Finish pass besides, 1.9-2.4x faster; the 16-bit sums 0-20 %
 // ("Speed", 31).
 //
 // The messages, their order and their tags are allReduce2's (interleave), so a peer on
@@ -38,17 +39,24 @@ import (
 // in the ring, and Reserve takes a chunk only where four fit (ReserveMax).
 
 // fusable reports whether a two-rank AllReduce of a interleaves its steps below the cold
-// size too: a float32 or float64 sum or average, which the fused steps take
-// (reduce.Apply3Dual has a two-output kernel for them, which finishes an average over
-// two ranks by multiplying by one half). Both ranks decide it alike (it depends on the
+// size too: a float32 or float64 sum or average, or a float16 or bfloat16 sum, which
+// the fused steps take (reduce.Apply3Dual has a two-output kernel for each; it
+// finishes an average over two ranks by multiplying by one half, which a 16-bit
+// average, rounded twice, cannot share). Both ranks decide it alike (it depends on the
 // call alone), as they must, since it sets the order of the messages; whether a rank
 // then runs the steps fused (fusedLink) is its own affair. Other dtypes and ops keep
 // the step order there: fused through a reduce into a buffer in L1 and two streamed
-// copies, bfloat16 sums were up to 1.4x slower and float32 max no faster, their
-// kernels being bound by arithmetic rather than memory (BENCHMARKS.md, "Speed", 31a;
-// measured before the one-pass 16-bit sums of 31c).
+// copies, the three-pass bfloat16 sums of then were up to 1.4x slower and float32 max
+// no faster (BENCHMARKS.md, "Speed", 31a); with their own kernels the 16-bit sums
+// gained 0-20 % (31e).
 func fusable(a *algos.Args) bool {
-	return (a.DType == transport.Float32 || a.DType == transport.Float64) && (a.Op == transport.Sum || a.Op == transport.Avg)
+	switch a.DType {
+	case transport.Float32, transport.Float64:
+		return a.Op == transport.Sum || a.Op == transport.Avg
+	case transport.Float16, transport.BFloat16:
+		return a.Op == transport.Sum
+	}
+	return false
 }
 
 // fusedLink returns the link to the peer as a transport.Reserver when allReduce2 runs

@@ -168,8 +168,9 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	require.True(t, interleaves(501), "segments of 251 and 250 elements")
 	require.False(t, interleaves(500), "segments of one chunk")
 	// Serial ranks whose links take messages in place (inmem's do) run the fused steps
-	// for float32 and float64 sums and averages where the CPU streams two outputs
-	// (reduce.DualStreams); the others, and every other dtype and op, the slots.
+	// for float32 and float64 sums and averages, and float16 and bfloat16 sums, where the
+	// CPU streams two outputs (reduce.DualStreams); the others, and every other dtype
+	// and op, the slots.
 	fused := func(dt transport.DType, op transport.Op, serial func(algos.Peers) bool) (got, serialRanks [2]bool) {
 		a := &algos.Args{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: 1001, ChunkBytes: 1000}
 		require.NoError(t, algostest.FirstError(m.Run(ctx, []*algos.Args{a, a}, func(_ context.Context, p algos.Peers, a *algos.Args) error {
@@ -185,7 +186,7 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer ring.SetSerialLarge(serial)()
-			for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+			for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.Float16, transport.BFloat16} {
 				for _, op := range []transport.Op{transport.Sum, transport.Avg} {
 					got, want := fused(dt, op, serial)
 					if !reduce.DualStreams(dt, op, 2) {
@@ -194,11 +195,11 @@ func TestInterleavedTwoRanks(t *testing.T) {
 					require.Equal(t, want, got, "%s %s", dt, op)
 				}
 			}
-			for _, dt := range []transport.DType{transport.BFloat16, transport.Int32} {
-				got, _ := fused(dt, transport.Sum, serial)
-				require.Equal(t, [2]bool{}, got, "%s: no two-output kernel", dt)
-			}
-			got, _ := fused(transport.Float64, transport.Max, serial)
+			got, _ := fused(transport.BFloat16, transport.Avg, serial)
+			require.Equal(t, [2]bool{}, got, "a 16-bit average rounds twice")
+			got, _ = fused(transport.Int32, transport.Sum, serial)
+			require.Equal(t, [2]bool{}, got, "int32: no two-output kernel")
+			got, _ = fused(transport.Float64, transport.Max, serial)
 			require.Equal(t, [2]bool{}, got, "max: no two-output kernel")
 			algostest.Matrix(t, ring.Algorithm{}, algostest.Options{Worlds: []int{2}, Kinds: []transport.Kind{transport.KindAllReduce},
 				Counts: []int{0, 1, 7, 13, 1000, 1001}})
@@ -206,14 +207,18 @@ func TestInterleavedTwoRanks(t *testing.T) {
 	}
 }
 
-// TestFusedBelowColdSize: serial ranks run the fused steps for float32 and float64 sums
-// and averages below the cold size too (their all-gather receives then stay in the caches), in
-// place and out of place, and a pipelined rank runs allReduce2's slots in the same
-// message order; against the serial reference, on serial ranks and on a serial rank
-// mixed with a pipelined one. Other dtypes keep the step order (bfloat16 here).
+// TestFusedBelowColdSize: serial ranks run the fused steps for float32 and float64
+// sums and averages and float16 and bfloat16 sums below the cold size too (their
+// all-gather receives then stay in the caches), in place and out of place, and a
+// pipelined rank runs allReduce2's slots in the same message order; against the serial
+// reference, on serial ranks and on a serial rank mixed with a pipelined one. Other
+// dtypes and ops keep the step order (int32, and the 16-bit averages, here).
 func TestFusedBelowColdSize(t *testing.T) {
-	if !reduce.DualStreams(transport.Float32, transport.Sum, 2) || !reduce.DualStreams(transport.Float64, transport.Sum, 2) {
-		t.Skip("this CPU has no two-output streaming kernel (AVX2): the fused steps do not run")
+	fusedTypes := []transport.DType{transport.Float32, transport.Float64, transport.Float16, transport.BFloat16}
+	for _, dt := range fusedTypes {
+		if !reduce.DualStreams(dt, transport.Sum, 2) {
+			t.Skipf("this CPU has no two-output streaming kernel for %s (AVX2, F16C): the fused steps do not run", dt)
+		}
 	}
 	defer ring.SetColdBytes(1 << 40)()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -227,7 +232,7 @@ func TestFusedBelowColdSize(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer ring.SetSerialLarge(serial)()
-			for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+			for _, dt := range fusedTypes {
 				for _, inPlace := range []bool{false, true} {
 					send := make([]byte, dt.Size()*1001)
 					recv := send
@@ -245,7 +250,7 @@ func TestFusedBelowColdSize(t *testing.T) {
 				}
 			}
 			for i, n := range []int{0, 1, 7, 1000, 1001, 1999, 20001} {
-				for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.BFloat16} {
+				for _, dt := range append(fusedTypes, transport.Int32) {
 					for _, op := range []transport.Op{transport.Sum, transport.Avg} {
 						for _, inPlace := range []bool{false, true} {
 							c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: n,

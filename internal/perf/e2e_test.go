@@ -176,9 +176,10 @@ func TestEndToEndLargeAndShm(t *testing.T) {
 
 // TestEndToEndTwoRankFused: two processes over shm, one P each as the launcher gives
 // them on a 2-core host, run the two-rank ring's fused steps (algos/ring/fused.go) for
-// float32 and float64 sums and averages that interleave: every dtype's data checked
-// at 2 and 8 MiB, an odd float count, and an odd double count with every op; each
-// rank's trace at the odd counts holds the in-place sends that only that path makes.
+// float32 and float64 sums and averages and bfloat16 sums that interleave: every
+// dtype's data checked at 2 and 8 MiB, odd float and bfloat16 counts, and an odd
+// double count with every op; each rank's trace at the odd counts holds the in-place
+// sends that only that path makes.
 func TestEndToEndTwoRankFused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -191,6 +192,7 @@ func TestEndToEndTwoRankFused(t *testing.T) {
 		{"", []string{"-b", "2M", "-e", "8M", "-f", "4", "-d", "all"}},
 		{"float32", []string{"-b", "4000004", "-e", "4000004"}},
 		{"float64", []string{"-b", "4000008", "-e", "4000008", "-d", "double", "-o", "all"}},
+		{"bfloat16", []string{"-b", "4000002", "-e", "4000002", "-d", "bfloat16"}},
 	} {
 		dir := t.TempDir()
 		if l.fused != "" {
@@ -204,7 +206,8 @@ func TestEndToEndTwoRankFused(t *testing.T) {
 			require.Equal(t, "0", r.wrIP, "%+v", r)
 		}
 	}
-	if !reduce.DualStreams(transport.Float32, transport.Sum, 2) || !reduce.DualStreams(transport.Float64, transport.Sum, 2) {
+	if !reduce.DualStreams(transport.Float32, transport.Sum, 2) || !reduce.DualStreams(transport.Float64, transport.Sum, 2) ||
+		!reduce.DualStreams(transport.BFloat16, transport.Sum, 2) {
 		return // no AVX2: the fused steps do not run here, only the values are checked
 	}
 	for dir, dt := range traced {
