@@ -1,5 +1,22 @@
 #include "textflag.h"
 
+// BF16SUM widens the 8 bfloat16 at (SI) and at (DX) and leaves their float32 sum in
+// Y0 (Y1 scratch).
+#define BF16SUM \
+	VPMOVZXWD (SI), Y0 \
+	VPSLLD $16, Y0, Y0 \
+	VPMOVZXWD (DX), Y1 \
+	VPSLLD $16, Y1, Y1 \
+	VADDPS Y1, Y0, Y0
+
+// F16SUM adds the 8 float16 at (SI) and at (DX) in float32 and leaves the sum rounded
+// to float16, to nearest even, in X1.
+#define F16SUM \
+	VCVTPH2PS (SI), Y0 \
+	VCVTPH2PS (DX), Y1 \
+	VADDPS Y1, Y0, Y0 \
+	VCVTPS2PH $0, Y0, X1
+
 // BF16CONSTS loads narrowBF16's constants: Y8 = 1, Y9 = 0x7fff, Y10 the abs mask, Y11
 // +Inf, Y12 the quiet bit (0x40 in the top half).
 #define BF16CONSTS \
@@ -139,10 +156,7 @@ TEXT ·addF16F16C(SB), NOSPLIT, $0-32
 af16:
 	CMPQ      CX, $8
 	JB        af16done
-	VCVTPH2PS (SI), Y0
-	VCVTPH2PS (DX), Y1
-	VADDPS    Y1, Y0, Y0
-	VCVTPS2PH $0, Y0, X1
+	F16SUM
 	VMOVDQU   X1, (DI)
 	ADDQ      $16, SI
 	ADDQ      $16, DX
@@ -166,11 +180,7 @@ TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
 abf:
 	CMPQ         CX, $8
 	JB           abfdone
-	VPMOVZXWD    (SI), Y0
-	VPSLLD       $16, Y0, Y0
-	VPMOVZXWD    (DX), Y1
-	VPSLLD       $16, Y1, Y1
-	VADDPS       Y1, Y0, Y0
+	BF16SUM
 	BF16NARROW
 	VMOVDQU      X2, (DI)
 	ADDQ         $16, SI
@@ -197,10 +207,7 @@ TEXT ·addF16NT2F16C(SB), NOSPLIT, $0-40
 af16nt:
 	CMPQ      CX, $8
 	JB        af16ntdone
-	VCVTPH2PS (SI), Y0
-	VCVTPH2PS (DX), Y1
-	VADDPS    Y1, Y0, Y0
-	VCVTPS2PH $0, Y0, X1
+	F16SUM
 	VMOVNTDQ  X1, (DI)
 	VMOVNTDQ  X1, (R8)
 	ADDQ      $16, SI
@@ -228,11 +235,7 @@ TEXT ·addBF16NT2AVX2(SB), NOSPLIT, $0-40
 abfnt:
 	CMPQ      CX, $8
 	JB        abfntdone
-	VPMOVZXWD (SI), Y0
-	VPSLLD    $16, Y0, Y0
-	VPMOVZXWD (DX), Y1
-	VPSLLD    $16, Y1, Y1
-	VADDPS    Y1, Y0, Y0
+	BF16SUM
 	BF16NARROW
 	VMOVNTDQ  X2, (DI)
 	VMOVNTDQ  X2, (R8)
