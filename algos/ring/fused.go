@@ -47,8 +47,8 @@ import (
 // then runs the steps fused (fusedLink) is its own affair. Other dtypes and ops keep
 // the step order there: fused through a reduce into a buffer in L1 and two streamed
 // copies, the three-pass bfloat16 sums of then were up to 1.4x slower and float32 max
-// no faster (BENCHMARKS.md, "Speed", 31a); with their own kernels the 16-bit sums
-// gained 0-20 % (31e).
+// showed no clear gain (BENCHMARKS.md, "Speed", 31a); with their own kernels the 16-bit
+// sums gained 0-20 % (31e).
 func fusable(a *algos.Args) bool {
 	switch a.DType {
 	case transport.Float32, transport.Float64:
