@@ -1,5 +1,36 @@
 #include "textflag.h"
 
+// DIVLOOP is the loop of divF32AVX2 and divF64AVX2: d (DI) /= Y4 in place, 128 bytes
+// (BLOCK elements) at a time, then 32 bytes (VEC elements); CX counts elements.
+#define DIVLOOP(DIV, BLOCK, VEC) \
+loop128: \
+	CMPQ CX, $BLOCK \
+	JB   loop32 \
+	VMOVUPS (DI), Y0 \
+	VMOVUPS 32(DI), Y1 \
+	VMOVUPS 64(DI), Y2 \
+	VMOVUPS 96(DI), Y3 \
+	DIV Y4, Y0, Y0 \
+	DIV Y4, Y1, Y1 \
+	DIV Y4, Y2, Y2 \
+	DIV Y4, Y3, Y3 \
+	VMOVUPS Y0, (DI) \
+	VMOVUPS Y1, 32(DI) \
+	VMOVUPS Y2, 64(DI) \
+	VMOVUPS Y3, 96(DI) \
+	ADDQ $128, DI \
+	SUBQ $BLOCK, CX \
+	JMP  loop128 \
+loop32: \
+	CMPQ CX, $VEC \
+	JB   done \
+	VMOVUPS (DI), Y0 \
+	DIV Y4, Y0, Y0 \
+	VMOVUPS Y0, (DI) \
+	ADDQ $32, DI \
+	SUBQ $VEC, CX \
+	JMP  loop32
+
 // NT2LOOP is the loop of addF32NT2AVX2 and addF64NT2AVX2: per 128-byte block, load a,
 // ADD b, MUL by the scale in Y4, and store to d1 (DI) and d2 (R8) with NT; CX counts
 // elements, STEP of them per block. Jumps to done when fewer than STEP remain.
@@ -212,36 +243,9 @@ TEXT ·divF32AVX2(SB), NOSPLIT, $0-20
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS w+16(FP), Y4
 
-div32loop32:
-	CMPQ    CX, $32
-	JB      div32loop8
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VDIVPS  Y4, Y0, Y0
-	VDIVPS  Y4, Y1, Y1
-	VDIVPS  Y4, Y2, Y2
-	VDIVPS  Y4, Y3, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ    $128, DI
-	SUBQ    $32, CX
-	JMP     div32loop32
+	DIVLOOP(VDIVPS, 32, 8)
 
-div32loop8:
-	CMPQ    CX, $8
-	JB      div32done
-	VMOVUPS (DI), Y0
-	VDIVPS  Y4, Y0, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     div32loop8
-
-div32done:
+done:
 	VZEROUPPER
 	RET
 
@@ -252,35 +256,8 @@ TEXT ·divF64AVX2(SB), NOSPLIT, $0-24
 	MOVQ         n+8(FP), CX
 	VBROADCASTSD w+16(FP), Y4
 
-div64loop16:
-	CMPQ    CX, $16
-	JB      div64loop4
-	VMOVUPD (DI), Y0
-	VMOVUPD 32(DI), Y1
-	VMOVUPD 64(DI), Y2
-	VMOVUPD 96(DI), Y3
-	VDIVPD  Y4, Y0, Y0
-	VDIVPD  Y4, Y1, Y1
-	VDIVPD  Y4, Y2, Y2
-	VDIVPD  Y4, Y3, Y3
-	VMOVUPD Y0, (DI)
-	VMOVUPD Y1, 32(DI)
-	VMOVUPD Y2, 64(DI)
-	VMOVUPD Y3, 96(DI)
-	ADDQ    $128, DI
-	SUBQ    $16, CX
-	JMP     div64loop16
+	DIVLOOP(VDIVPD, 16, 4)
 
-div64loop4:
-	CMPQ    CX, $4
-	JB      div64done
-	VMOVUPD (DI), Y0
-	VDIVPD  Y4, Y0, Y0
-	VMOVUPD Y0, (DI)
-	ADDQ    $32, DI
-	SUBQ    $4, CX
-	JMP     div64loop4
-
-div64done:
+done:
 	VZEROUPPER
 	RET
