@@ -62,6 +62,17 @@ type CostModel struct {
 	// PerHost is how many consecutive ranks share a host (launchers place ranks that
 	// way); 0, or a value >= the world size, means one host. It only matters with Inter.
 	PerHost int
+
+	// Crowded prices a host whose ranks outnumber its Cores, where it is not nil; the
+	// fields above then price a host with a core per rank. The two are different
+	// machines: a rank with a core of its own sees a message as soon as the line
+	// lands (0.2 us over shm), while ranks that share cores wait for one another's
+	// time slices. A joint fit of both, as the built-in models were until then,
+	// predicted 2 ranks over shm at 2-9x their time below 32 KiB (BENCHMARKS.md,
+	// "Speed", 32). Only Crowded's Call, Alpha, Overhead, Async, Beta and Gamma count;
+	// the shape (ChunkBytes, Cores, EagerBytes, Polls) and the hosts (Inter, PerHost)
+	// are this model's. The stretch and lockstep terms apply to it as before.
+	Crowded *CostModel
 }
 
 // HostModel returns the model of a communicator laid out as l, whose links inside a
@@ -78,16 +89,24 @@ func HostModel(intra, inter CostModel, l Layout) CostModel {
 	return intra
 }
 
-// Default models: joint fits (`goccl tune --fit`) of `goccl tune` sweeps at 2, 3 and 4
-// ranks on a 2-core VM (AMD EPYC Zen 3, kernel 6.18; BENCHMARKS.md, "Choosing the
-// algorithm"): shared memory, and TCP over loopback, with the AVX2 reduce kernels.
-// They are measurements of that machine and of this version's per-call costs, not
-// constants to tune by hand: a host whose numbers differ should run `goccl tune` and
-// set Config.TuneFile. The communicator fills in Cores from the host it runs on.
+// Default models, measured on a 2-core VM (AMD EPYC Zen 3, kernel 6.18) for shared
+// memory and for TCP over loopback, with the AVX2 reduce kernels. Their Crowded terms
+// are the joint fits (`goccl tune --fit`) of sweeps at 2, 3 and 4 ranks that every
+// earlier version used for all worlds (BENCHMARKS.md, "Choosing the algorithm"); they
+// price 3 and 4 ranks on the 2 cores as before. The own-core terms are fits of four
+// `goccl tune --np 2` sweeps each, with the hop's latency divided between Alpha and
+// Overhead as the crowded terms divide it (2 ranks cannot tell them apart: see
+// internal/tune's FitSets; BENCHMARKS.md, "Speed", 32). They are measurements of that
+// machine and of this version's per-call costs, not constants to tune by hand: a host
+// whose numbers differ should run `goccl tune` and set Config.TuneFile. The
+// communicator fills in Cores from the host it runs on.
 var (
-	TCPModel = CostModel{Overhead: 10450 * time.Nanosecond, Beta: 2.58e9, Gamma: 10e9, EagerBytes: 1 << 20}
-	ShmModel = CostModel{Call: 400 * time.Nanosecond, Alpha: 2500 * time.Nanosecond, Overhead: 740 * time.Nanosecond,
-		Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9, EagerBytes: 1 << 20, Polls: true}
+	TCPModel = CostModel{Call: 1455 * time.Nanosecond, Overhead: 3423 * time.Nanosecond, Beta: 4.83e9, Gamma: 9.81e9,
+		EagerBytes: 1 << 20, Crowded: &CostModel{Overhead: 10450 * time.Nanosecond, Beta: 2.58e9, Gamma: 10e9}}
+	ShmModel = CostModel{Alpha: 318 * time.Nanosecond, Overhead: 94 * time.Nanosecond, Beta: 12.32e9, Gamma: 12.98e9,
+		EagerBytes: 1 << 20, Polls: true,
+		Crowded: &CostModel{Call: 400 * time.Nanosecond, Alpha: 2500 * time.Nanosecond, Overhead: 740 * time.Nanosecond,
+			Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9}}
 )
 
 // RDDirectMax is the largest world whose small AllReduce algos/rd runs as one direct
@@ -127,8 +146,21 @@ func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (t
 	if world == 1 {
 		return 0, nil
 	}
-	m = m.withDefaults()
+	perHost, _ := m.split(world)
+	m = m.at(perHost).withDefaults()
 	return seconds(m.Call.Seconds() + f(m, kind, float64(bytes), world)), nil
+}
+
+// at is the model for perHost ranks on a host: Crowded's terms when they outnumber its
+// cores and m has them, else m.
+func (m CostModel) at(perHost int) CostModel {
+	c := m.Crowded
+	m.Crowded = nil
+	if c == nil || m.Cores <= 0 || perHost <= m.Cores {
+		return m
+	}
+	m.Call, m.Alpha, m.Overhead, m.Async, m.Beta, m.Gamma = c.Call, c.Alpha, c.Overhead, c.Async, c.Beta, c.Gamma
+	return m
 }
 
 func (m CostModel) withDefaults() CostModel {

@@ -153,7 +153,7 @@ func hierCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 // over world ranks on one host (ring on ties). Hierarchical algorithms choose each of
 // their phases with it, so the cost model and the algorithm agree on what runs.
 func PhaseAlgo(m CostModel, kind transport.Kind, bytes, world int) string {
-	return phaseAlgo(m.flat().withDefaults(), kind, float64(bytes), world)
+	return phaseAlgo(m.flat().at(world).withDefaults(), kind, float64(bytes), world)
 }
 
 func phaseAlgo(m CostModel, kind transport.Kind, n float64, w int) string {

@@ -177,6 +177,97 @@ func TestPredictLockstep(t *testing.T) {
 	}
 }
 
+// TestPredictCrowded: a model with Crowded terms prices a host whose ranks outnumber its
+// cores exactly as a model made of those terms and its own shape, and any other world
+// (a core per rank, no cores given, or hosts of few enough ranks) as if it had none;
+// Crowded's own shape fields count for nothing.
+func TestPredictCrowded(t *testing.T) {
+	own := algos.CostModel{Call: 100 * time.Nanosecond, Alpha: 300 * time.Nanosecond, Overhead: 100 * time.Nanosecond,
+		Beta: 12e9, Gamma: 13e9, EagerBytes: 1 << 20, ChunkBytes: 2 << 20, Cores: 2, Polls: true}
+	terms := algos.CostModel{Call: 400 * time.Nanosecond, Alpha: 2500 * time.Nanosecond, Overhead: 740 * time.Nanosecond,
+		Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9}
+	m := own
+	c := terms
+	c.Cores, c.ChunkBytes, c.EagerBytes, c.Polls = 64, 1, 1, false // ignored
+	m.Crowded = &c
+	crowded := own // own's shape, terms' numbers
+	crowded.Call, crowded.Alpha, crowded.Overhead, crowded.Async, crowded.Beta, crowded.Gamma =
+		terms.Call, terms.Alpha, terms.Overhead, terms.Async, terms.Beta, terms.Gamma
+	noCores := m
+	noCores.Cores = 0
+	plainNoCores := own
+	plainNoCores.Cores = 0
+	for _, alg := range []string{"ring", "tree", "naive", "rd"} {
+		for _, k := range transport.Kinds {
+			for _, n := range []int{8, 64 << 10, 4 << 20, 64 << 20} {
+				for _, w := range []int{2, 3, 4, 16} {
+					want := own
+					if w > own.Cores {
+						want = crowded
+					}
+					exp, err := want.Predict(alg, k, n, w)
+					require.NoError(t, err)
+					got, err := m.Predict(alg, k, n, w)
+					require.NoError(t, err)
+					require.Equal(t, exp, got, "%s %s %d bytes over %d ranks on 2 cores", alg, k, n, w)
+					exp, err = plainNoCores.Predict(alg, k, n, w)
+					require.NoError(t, err)
+					got, err = noCores.Predict(alg, k, n, w)
+					require.NoError(t, err)
+					require.Equal(t, exp, got, "no cores given: a core per rank, %s %s %d bytes over %d ranks", alg, k, n, w)
+				}
+			}
+		}
+	}
+	// Across hosts the ranks on one host decide: 8 ranks, 2 to a host of 2 cores, are
+	// not crowded; 4 to a host are, and their host-local phases take Crowded's terms.
+	for _, tc := range []struct {
+		perHost int
+		intra   algos.CostModel
+	}{{2, own}, {4, crowded}} {
+		withCrowded := algos.HostModel(m, algos.TCPModel, algos.Layout{Hosts: 8 / tc.perHost, PerHost: tc.perHost})
+		want := algos.HostModel(tc.intra, algos.TCPModel, algos.Layout{Hosts: 8 / tc.perHost, PerHost: tc.perHost})
+		for _, alg := range []string{"ring", "tree", "naive", "hier"} {
+			for _, n := range []int{8, 4 << 20} {
+				exp, err := want.Predict(alg, transport.KindAllReduce, n, 8)
+				require.NoError(t, err)
+				got, err := withCrowded.Predict(alg, transport.KindAllReduce, n, 8)
+				require.NoError(t, err)
+				require.Equal(t, exp, got, "%s, %d bytes, %d ranks to a host", alg, n, tc.perHost)
+			}
+		}
+	}
+	// Hierarchical phases choose ring or tree with the terms of their own world (and the
+	// two sets of terms do choose differently somewhere in this sweep).
+	differ := 0
+	for _, k := range []transport.Kind{transport.KindReduce, transport.KindBroadcast, transport.KindAllReduce} {
+		for n := 8; n <= 256<<20; n *= 4 {
+			for _, w := range []int{2, 3, 4, 8, 32} {
+				want := own
+				if w > own.Cores {
+					want = crowded
+				}
+				require.Equal(t, algos.PhaseAlgo(want, k, n, w), algos.PhaseAlgo(m, k, n, w), "%s %d bytes over %d ranks", k, n, w)
+				if algos.PhaseAlgo(own, k, n, w) != algos.PhaseAlgo(crowded, k, n, w) {
+					differ++
+				}
+			}
+		}
+	}
+	require.Positive(t, differ)
+	// The built-in models are two machines each: the crowded terms are the ones fitted
+	// to 3 and 4 ranks on 2 cores, far slower per hop than a core per rank.
+	for _, b := range []algos.CostModel{algos.ShmModel, algos.TCPModel} {
+		require.NotNil(t, b.Crowded)
+		b.Cores = 2
+		two, err := b.Predict("ring", transport.KindAllReduce, 8, 2)
+		require.NoError(t, err)
+		four, err := b.Predict("ring", transport.KindAllReduce, 8, 4)
+		require.NoError(t, err)
+		require.Greater(t, float64(four), 3*float64(two))
+	}
+}
+
 func TestPredictShape(t *testing.T) {
 	m := algos.TCPModel
 	for _, name := range []string{"ring", "tree", "naive"} {
@@ -196,13 +287,15 @@ func TestPredictShape(t *testing.T) {
 			}
 		}
 	}
-	// More ranks cost more steps for the ring, only log W more for the tree.
+	// More ranks cost more steps for the ring, only log W more for the tree (past the
+	// call's fixed cost, which every algorithm pays once).
 	r8, _ := m.Predict("ring", transport.KindAllReduce, 8, 8)
 	r1024, _ := m.Predict("ring", transport.KindAllReduce, 8, 1024)
 	t8, _ := m.Predict("tree", transport.KindAllReduce, 8, 8)
 	t1024, _ := m.Predict("tree", transport.KindAllReduce, 8, 1024)
-	require.InDelta(t, 1023.0/7, float64(r1024)/float64(r8), 1)
-	require.Less(t, float64(t1024)/float64(t8), 4.0)
+	steps := func(d time.Duration) float64 { return float64(d - m.Call) }
+	require.InDelta(t, 1023.0/7, steps(r1024)/steps(r8), 1)
+	require.Less(t, steps(t1024)/steps(t8), 4.0)
 }
 
 func TestPredictErrors(t *testing.T) {

@@ -261,6 +261,10 @@ func printPicks(m algos.CostModel, sets []tune.Set) error {
 func printFit(m algos.CostModel, fitErr float64, sets []tune.Set) error {
 	fmt.Printf("# model: call %v  alpha %v  overhead %v  async %v  beta %.3f GB/s  gamma %.3f GB/s  cores %d  (worst fit error %.0f%%)\n",
 		m.Call, m.Alpha, m.Overhead, m.Async, m.Beta/1e9, m.Gamma/1e9, m.Cores, 100*fitErr)
+	if c := m.Crowded; c != nil {
+		fmt.Printf("# more ranks than cores: call %v  alpha %v  overhead %v  async %v  beta %.3f GB/s  gamma %.3f GB/s\n",
+			c.Call, c.Alpha, c.Overhead, c.Async, c.Beta/1e9, c.Gamma/1e9)
+	}
 	fmt.Printf("# %5s %-6s %12s %14s %14s %8s\n", "ranks", "algo", "bytes", "measured(us)", "model(us)", "error")
 	for _, set := range sets {
 		for _, p := range set.Points {

@@ -39,17 +39,26 @@ type File struct {
 
 // Model is one transport's CostModel in the file's units (nanoseconds, bytes/s).
 type Model struct {
+	Terms
+	ChunkBytes int `json:"chunk_bytes,omitempty"`
+	Cores      int `json:"cores,omitempty"`
+	EagerBytes int `json:"eager_bytes,omitempty"`
+	// Crowded holds the terms for more ranks than Cores on the host
+	// (algos.CostModel.Crowded), when the samples had such worlds and worlds of at
+	// most Cores ranks.
+	Crowded *Terms `json:"crowded,omitempty"`
+	// FitError is the worst relative error of the model over its samples.
+	FitError float64 `json:"fit_error,omitempty"`
+}
+
+// Terms are a model's measured terms, what a fit finds.
+type Terms struct {
 	CallNs     float64 `json:"call_ns,omitempty"`
 	AlphaNs    float64 `json:"alpha_ns"`
 	OverheadNs float64 `json:"overhead_ns,omitempty"`
 	AsyncNs    float64 `json:"async_ns,omitempty"`
 	Beta       float64 `json:"beta_bytes_per_s"`
 	Gamma      float64 `json:"gamma_bytes_per_s"` // 0: reduction is free
-	ChunkBytes int     `json:"chunk_bytes,omitempty"`
-	Cores      int     `json:"cores,omitempty"`
-	EagerBytes int     `json:"eager_bytes,omitempty"`
-	// FitError is the worst relative error of the model over its samples.
-	FitError float64 `json:"fit_error,omitempty"`
 }
 
 // NewFile wraps models measured over world ranks for Save.
@@ -64,16 +73,34 @@ func NewFile(m Models, world int) File {
 }
 
 func fromCost(cm algos.CostModel) Model {
+	m := Model{Terms: termsOf(cm), ChunkBytes: cm.ChunkBytes, Cores: cm.Cores, EagerBytes: cm.EagerBytes}
+	if cm.Crowded != nil {
+		t := termsOf(*cm.Crowded)
+		m.Crowded = &t
+	}
+	return m
+}
+
+func termsOf(cm algos.CostModel) Terms {
 	ns := func(d time.Duration) float64 { return float64(d.Nanoseconds()) }
-	return Model{CallNs: ns(cm.Call), AlphaNs: ns(cm.Alpha), OverheadNs: ns(cm.Overhead), AsyncNs: ns(cm.Async),
-		Beta: cm.Beta, Gamma: cm.Gamma, ChunkBytes: cm.ChunkBytes, Cores: cm.Cores, EagerBytes: cm.EagerBytes}
+	return Terms{CallNs: ns(cm.Call), AlphaNs: ns(cm.Alpha), OverheadNs: ns(cm.Overhead), AsyncNs: ns(cm.Async),
+		Beta: cm.Beta, Gamma: cm.Gamma}
 }
 
 // Cost is the model as the selector takes it.
 func (m Model) Cost() algos.CostModel {
-	return algos.CostModel{Call: time.Duration(m.CallNs), Alpha: time.Duration(m.AlphaNs), Overhead: time.Duration(m.OverheadNs),
-		Async: time.Duration(m.AsyncNs), Beta: m.Beta, Gamma: m.Gamma, ChunkBytes: m.ChunkBytes, Cores: m.Cores,
-		EagerBytes: m.EagerBytes}
+	cm := m.Terms.cost()
+	cm.ChunkBytes, cm.Cores, cm.EagerBytes = m.ChunkBytes, m.Cores, m.EagerBytes
+	if m.Crowded != nil {
+		c := m.Crowded.cost()
+		cm.Crowded = &c
+	}
+	return cm
+}
+
+func (t Terms) cost() algos.CostModel {
+	return algos.CostModel{Call: time.Duration(t.CallNs), Alpha: time.Duration(t.AlphaNs), Overhead: time.Duration(t.OverheadNs),
+		Async: time.Duration(t.AsyncNs), Beta: t.Beta, Gamma: t.Gamma}
 }
 
 // CostModels returns every model of the file as algos.CostModel.
@@ -144,31 +171,46 @@ func (f File) check() error {
 	errs := checkStaged(f.Staged)
 	for _, n := range names {
 		m := f.Models[n]
+		if m.Crowded != nil {
+			if err := m.Crowded.check(); err != nil {
+				errs = append(errs, fmt.Errorf("model %q, crowded: %w", n, err))
+			}
+		}
+		if err := m.Terms.check(); err != nil {
+			errs = append(errs, fmt.Errorf("model %q: %w", n, err))
+		}
 		switch {
 		case n == "":
 			errs = append(errs, errors.New("a model has no transport name"))
-		case !(m.AlphaNs >= 0) || m.AlphaNs > 1e12:
-			errs = append(errs, fmt.Errorf("model %q: alpha_ns=%v, want 0 <= alpha_ns <= 1e12", n, m.AlphaNs))
-		case !(m.CallNs >= 0) || m.CallNs > 1e12:
-			errs = append(errs, fmt.Errorf("model %q: call_ns=%v, want 0 <= call_ns <= 1e12", n, m.CallNs))
-		case !(m.OverheadNs >= 0) || m.OverheadNs > 1e12:
-			errs = append(errs, fmt.Errorf("model %q: overhead_ns=%v, want 0 (= alpha/8) <= overhead_ns <= 1e12", n, m.OverheadNs))
-		case !(m.AsyncNs >= 0) || m.AsyncNs > 1e12:
-			errs = append(errs, fmt.Errorf("model %q: async_ns=%v, want 0 <= async_ns <= 1e12", n, m.AsyncNs))
 		case m.Cores < 0:
 			errs = append(errs, fmt.Errorf("model %q: cores=%d, want 0 (a core per rank) or more", n, m.Cores))
 		case m.EagerBytes < 0:
 			errs = append(errs, fmt.Errorf("model %q: eager_bytes=%d, want 0 (16 KiB) or more", n, m.EagerBytes))
-		case !(m.Beta > 0) || m.Beta > 1e15:
-			errs = append(errs, fmt.Errorf("model %q: beta_bytes_per_s=%v, want a positive bandwidth up to 1e15", n, m.Beta))
-		case !(m.Gamma >= 0) || m.Gamma > 1e15:
-			errs = append(errs, fmt.Errorf("model %q: gamma_bytes_per_s=%v, want 0 (free) or a positive rate up to 1e15", n, m.Gamma))
 		case m.ChunkBytes < 0:
 			errs = append(errs, fmt.Errorf("model %q: chunk_bytes=%d, want 0 (default) or more", n, m.ChunkBytes))
 		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", transport.ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// check reports the first term out of its range.
+func (t Terms) check() error {
+	switch {
+	case !(t.AlphaNs >= 0) || t.AlphaNs > 1e12:
+		return fmt.Errorf("alpha_ns=%v, want 0 <= alpha_ns <= 1e12", t.AlphaNs)
+	case !(t.CallNs >= 0) || t.CallNs > 1e12:
+		return fmt.Errorf("call_ns=%v, want 0 <= call_ns <= 1e12", t.CallNs)
+	case !(t.OverheadNs >= 0) || t.OverheadNs > 1e12:
+		return fmt.Errorf("overhead_ns=%v, want 0 (= alpha/8) <= overhead_ns <= 1e12", t.OverheadNs)
+	case !(t.AsyncNs >= 0) || t.AsyncNs > 1e12:
+		return fmt.Errorf("async_ns=%v, want 0 <= async_ns <= 1e12", t.AsyncNs)
+	case !(t.Beta > 0) || t.Beta > 1e15:
+		return fmt.Errorf("beta_bytes_per_s=%v, want a positive bandwidth up to 1e15", t.Beta)
+	case !(t.Gamma >= 0) || t.Gamma > 1e15:
+		return fmt.Errorf("gamma_bytes_per_s=%v, want 0 (free) or a positive rate up to 1e15", t.Gamma)
 	}
 	return nil
 }

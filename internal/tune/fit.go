@@ -100,8 +100,57 @@ func Fit(pts []Point, world int, s Shape) (algos.CostModel, float64, error) {
 
 // FitSets is Fit over samples taken at several world sizes on one host: one model for
 // all of them, which is what a communicator of any size on that host uses (the built-in
-// models are such fits, of 2, 3 and 4 ranks).
+// models are such fits, of 2, 3 and 4 ranks). Where the sets hold both worlds of at
+// most s.Cores ranks and worlds of more, each kind gets a fit of its own, the second as
+// the model's Crowded terms (algos.CostModel.Crowded): a rank with a core of its own
+// and ranks that share cores are two machines, which one set of terms fits badly.
 func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
+	var own, crowded []Set
+	for _, set := range sets {
+		if s.Cores > 0 && set.World > s.Cores {
+			crowded = append(crowded, set)
+		} else {
+			own = append(own, set)
+		}
+	}
+	if len(own) == 0 || len(crowded) == 0 {
+		return fitTerms(sets, s)
+	}
+	c, worstCrowded, err := fitTerms(crowded, s)
+	if err != nil {
+		return algos.CostModel{}, 0, fmt.Errorf("%w (worlds of more than %d ranks, sharing the cores)", err, s.Cores)
+	}
+	m, worst, err := fitTerms(own, s, splitOf(own, c)...)
+	if err != nil {
+		return algos.CostModel{}, 0, fmt.Errorf("%w (worlds of at most %d ranks, a core each)", err, s.Cores)
+	}
+	m.Crowded = &c
+	return m, max(worst, worstCrowded), nil
+}
+
+// splitOf is how a fit of own divides a hop's latency between Alpha and Overhead:
+// freely (nothing) when own has a world of 3 or more, else as c divides it. Two ranks
+// cannot tell the two apart: every AllReduce of theirs, whatever the algorithm, costs
+// Alpha + 2 Overhead per dependent hop (a send and a receive), so a fit may put it all
+// in either, and a world of 64 would then price naive's root, which handles 126
+// messages after 2 hops, as free (Overhead 0) or as 63 hops' worth (Alpha 0). Crowded
+// worlds separate them (naive's root at 3 ranks takes two messages in one hop).
+func splitOf(own []Set, c algos.CostModel) []float64 {
+	for _, set := range own {
+		if set.World > 2 {
+			return nil
+		}
+	}
+	a, o := c.Alpha.Seconds(), c.Overhead.Seconds()
+	if !(a+o > 0) {
+		return nil
+	}
+	return []float64{a / (a + o), o / (a + o)}
+}
+
+// fitTerms fits one set of terms to every sample of sets. With split (Alpha's and
+// Overhead's shares, see splitOf) the two are fitted as one latency divided that way.
+func fitTerms(sets []Set, s Shape, split ...float64) (algos.CostModel, float64, error) {
 	var rows [][nParams]float64
 	sizes := map[int]bool{}
 	for _, set := range sets {
@@ -120,6 +169,9 @@ func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
 			for i := range c {
 				c[i] /= p.Seconds // relative error: each row's target becomes 1
 			}
+			if split != nil { // one column for the latency, in Alpha's place
+				c[pAlpha], c[pOverhead] = split[0]*c[pAlpha]+split[1]*c[pOverhead], 0
+			}
 			rows = append(rows, c)
 			sizes[p.Bytes] = true
 		}
@@ -131,6 +183,13 @@ func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
 	if !ok || !(x[pBeta] > 0) {
 		return algos.CostModel{}, 0, fmt.Errorf("tune: %w: the samples fit no model with a finite bandwidth (are the times from one communicator?)", transport.ErrInvalid)
 	}
+	worst := 0.0
+	for _, r := range rows {
+		worst = math.Max(worst, math.Abs(dot(r, x)-1))
+	}
+	if split != nil {
+		x[pAlpha], x[pOverhead] = split[0]*x[pAlpha], split[1]*x[pAlpha]
+	}
 	dur := func(sec float64) time.Duration { return time.Duration(math.Round(sec * 1e9)) }
 	m := algos.CostModel{Call: dur(x[pCall]), Alpha: dur(x[pAlpha]), Overhead: dur(x[pOverhead]), Async: dur(x[pAsync]),
 		Beta: 1e9 / x[pBeta], ChunkBytes: s.ChunkBytes, Cores: s.Cores, EagerBytes: s.EagerBytes, Polls: s.Polls}
@@ -139,10 +198,6 @@ func FitSets(sets []Set, s Shape) (algos.CostModel, float64, error) {
 	}
 	if x[pGamma] > 0 {
 		m.Gamma = 1e9 / x[pGamma]
-	}
-	worst := 0.0
-	for _, r := range rows {
-		worst = math.Max(worst, math.Abs(dot(r, x)-1))
 	}
 	return m, worst, nil
 }

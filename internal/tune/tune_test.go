@@ -152,6 +152,70 @@ func TestFitRecoversModel(t *testing.T) {
 	}
 }
 
+// TestFitSplitsCrowded: samples of 2 ranks with a core each and of 3 and 4 ranks on 2
+// cores, drawn from two different machines, give the first as the model's terms and the
+// second as its Crowded terms, and the model predicts every sample. Two ranks cannot
+// separate the hop from the message (every AllReduce of theirs costs alpha + 2 overhead
+// per hop), so the fit divides that latency as the crowded terms do: where the own
+// machine divides it alike, all its terms come back; where not, the sum comes back and
+// every sample is still predicted.
+func TestFitSplitsCrowded(t *testing.T) {
+	exact := func(int) float64 { return 1 }
+	crowded := params{4e-6, 12e-6, 3e-6, 50e-6, 3e9, 6e9, 2, true}
+	for _, tc := range []struct {
+		name string
+		own  params
+		same bool // own divides its latency as crowded does
+	}{
+		{"alike", params{0.5e-6, 0.8e-6, 0.2e-6, 5e-6, 9e9, 12e9, 2, true}, true},
+		{"otherwise", params{0.5e-6, 0.1e-6, 0.6e-6, 5e-6, 9e9, 12e9, 2, true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sets := []tune.Set{{World: 2, Points: samples(tc.own, 2, exact)}}
+			for _, w := range []int{3, 4} {
+				sets = append(sets, tune.Set{World: w, Points: samples(crowded, w, exact)})
+			}
+			m, worst, err := tune.FitSets(sets, tune.Shape{Cores: 2, Polls: true})
+			require.NoError(t, err)
+			require.Less(t, worst, 0.01)
+			require.NotNil(t, m.Crowded)
+			c := *m.Crowded
+			for _, x := range []struct {
+				name      string
+				want, got float64
+			}{{"crowded call", crowded.call, c.Call.Seconds()}, {"crowded alpha", crowded.alpha, c.Alpha.Seconds()},
+				{"crowded overhead", crowded.overhead, c.Overhead.Seconds()}, {"crowded async", crowded.async, c.Async.Seconds()},
+				{"crowded beta", crowded.beta, c.Beta}, {"crowded gamma", crowded.gamma, c.Gamma},
+				{"call", tc.own.call, m.Call.Seconds()}, {"beta", tc.own.beta, m.Beta}, {"gamma", tc.own.gamma, m.Gamma},
+				{"latency per hop", tc.own.alpha + 2*tc.own.overhead, (m.Alpha + 2*m.Overhead).Seconds()},
+				{"alpha / overhead", crowded.alpha / crowded.overhead, float64(m.Alpha) / float64(m.Overhead)},
+			} {
+				require.InEpsilon(t, x.want, x.got, 0.02, x.name)
+			}
+			if tc.same {
+				require.InEpsilon(t, tc.own.alpha, m.Alpha.Seconds(), 0.02, "alpha")
+				require.InEpsilon(t, tc.own.overhead, m.Overhead.Seconds(), 0.02, "overhead")
+			}
+			for _, set := range sets {
+				for _, p := range set.Points {
+					d, err := m.Predict(p.Algo, transport.KindAllReduce, p.Bytes, set.World)
+					require.NoError(t, err)
+					require.InEpsilon(t, p.Seconds, d.Seconds(), 0.02, "%d ranks, %s at %d bytes", set.World, p.Algo, p.Bytes)
+				}
+			}
+		})
+	}
+	// A host with a core per rank has one machine: one set of terms, as before.
+	p := crowded
+	p.cores = 0
+	sets := []tune.Set{{World: 2, Points: samples(p, 2, exact)}, {World: 3, Points: samples(p, 3, exact)}}
+	m, _, err := tune.FitSets(sets, tune.Shape{Cores: 4, Polls: true})
+	require.NoError(t, err)
+	require.Nil(t, m.Crowded)
+	require.InEpsilon(t, p.alpha, m.Alpha.Seconds(), 0.02)
+	require.InEpsilon(t, p.overhead, m.Overhead.Seconds(), 0.02)
+}
+
 // TestFitNoisy: +-5% noise on every sample still predicts every sample within 15%, and
 // the terms that dominate somewhere (alpha at 8 B, beta at 64 MiB) within 25%.
 func TestFitNoisy(t *testing.T) {
@@ -193,7 +257,9 @@ func TestSaveLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "models.json")
 	shm := algos.CostModel{Call: 700 * time.Nanosecond, Alpha: 1500 * time.Nanosecond, Overhead: 300 * time.Nanosecond,
-		Async: 25 * time.Microsecond, Beta: 6e9, Gamma: 9e9, Cores: 2, Polls: true}
+		Async: 25 * time.Microsecond, Beta: 6e9, Gamma: 9e9, Cores: 2, Polls: true,
+		Crowded: &algos.CostModel{Call: time.Microsecond, Alpha: 3 * time.Microsecond, Overhead: 800 * time.Nanosecond,
+			Async: 60 * time.Microsecond, Beta: 4e9, Gamma: 8e9}}
 	f := tune.NewFile(tune.Models{"shm": shm, "tcp": {Alpha: 20 * time.Microsecond, Beta: 1e9}}, 4)
 	require.NoError(t, tune.Save(path, f))
 	got, err := tune.Load(path)
@@ -219,6 +285,7 @@ func TestSaveLoad(t *testing.T) {
 		"alpha_ns":    `{"version": 1, "world": 2, "models": {"tcp": {"alpha_ns": -5, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
 		"overhead_ns": `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "overhead_ns": -1, "beta_bytes_per_s": 1e9}}}`,
 		"cores":       `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "cores": -2, "beta_bytes_per_s": 1e9}}}`,
+		"crowded":     `{"version": 2, "world": 2, "models": {"shm": {"alpha_ns": 5, "beta_bytes_per_s": 1e9, "crowded": {"alpha_ns": 5, "beta_bytes_per_s": -1}}}}`,
 		"unknown":     `{"version": 1, "world": 2, "modles": {}}`,
 		"no models":   `{"version": 1, "world": 2, "models": {}}`,
 	}
