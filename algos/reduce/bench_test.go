@@ -110,3 +110,39 @@ func BenchmarkFinish(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyOps measures dst = dst op src for the ops other than Sum at 256 KiB (in
+// L2) and 64 MiB (from memory), with the AVX2 kernels and with the portable Go path
+// ("generic"), per dtype: products, max and min.
+func BenchmarkApplyOps(b *testing.B) {
+	for _, c := range []struct {
+		dt transport.DType
+		op transport.Op
+	}{
+		{transport.Float32, transport.Prod}, {transport.Float64, transport.Prod}, {transport.Int32, transport.Prod},
+		{transport.BFloat16, transport.Prod}, {transport.Int8, transport.Max}, {transport.Uint8, transport.Min},
+		{transport.Int32, transport.Max}, {transport.Uint32, transport.Min}, {transport.Int64, transport.Max},
+		{transport.Uint64, transport.Min},
+	} {
+		for _, n := range []int{256 << 10, 64 << 20} {
+			dst, src := make([]byte, n), make([]byte, n)
+			for _, avx := range []bool{true, false} {
+				name := c.dt.String() + "-" + c.op.String() + "/" + sizeName(n)
+				if !avx {
+					name += "-generic"
+				}
+				b.Run(name, func(b *testing.B) {
+					saved := useAVX2
+					useAVX2 = useAVX2 && avx
+					defer func() { useAVX2 = saved }()
+					b.SetBytes(int64(n))
+					for b.Loop() {
+						if err := Apply(c.dt, c.op, dst, src); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

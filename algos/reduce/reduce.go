@@ -218,10 +218,10 @@ func check(dt transport.DType, op transport.Op, n int) error {
 }
 
 // apply3 dispatches on dtype; all three slices are aligned to the element size.
-// Integer sums take the AVX2 kernels for their whole 32-byte blocks first.
+// Integers take the AVX2 kernels (fastInt) for their whole 32-byte blocks first.
 func apply3(dt transport.DType, op transport.Op, dst, a, b []byte) {
-	if !dt.IsFloat() && (op == transport.Sum || op == transport.Avg) {
-		k := fastIntSum(dt.Size(), dst, a, b)
+	if !dt.IsFloat() {
+		k := fastInt(dt, op, dst, a, b)
 		dst, a, b = dst[k:], a[k:len(dst)], b[k:len(dst)]
 	}
 	switch dt {

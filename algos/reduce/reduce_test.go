@@ -335,7 +335,8 @@ func TestAVX2MatchesGeneric(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	defer func() { useAVX2 = true }()
-	for _, dt := range []transport.DType{transport.Float32, transport.Float64} {
+	for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.Int8, transport.Uint8,
+		transport.Int32, transport.Uint32, transport.Int64, transport.Uint64} {
 		for _, op := range transport.Ops {
 			for n := 0; n < 300; n += 1 + n/8 {
 				a, b := randomBytes(rng, dt, n), randomBytes(rng, dt, n)
@@ -345,12 +346,27 @@ func TestAVX2MatchesGeneric(t *testing.T) {
 				useAVX2 = true
 				require.NoError(t, Apply3(dt, op, fast, a, b))
 				requireSameResult(t, dt, slow, fast, "avx2 vs generic")
-				if op != transport.Max && op != transport.Min {
+				if !dt.IsFloat() || (op != transport.Max && op != transport.Min) {
 					// Which NaN payload max/min returns may differ; everything else is bit-exact.
 					require.Equal(t, slow, fast, "%s %s n=%d: bit patterns (NaN payloads included)", dt, op, n)
 				}
-				signedZeros(t, dt, op, slow, fast)
+				if dt.IsFloat() {
+					signedZeros(t, dt, op, slow, fast)
+				}
 			}
+		}
+	}
+	// The integer kernels run where AVX2 has the instruction: sums of every width,
+	// products of 32-bit integers, max and min of every integer dtype.
+	for _, dt := range []transport.DType{transport.Int8, transport.Uint8, transport.Int32, transport.Uint32,
+		transport.Int64, transport.Uint64} {
+		for _, op := range transport.Ops {
+			buf := make([]byte, 100)
+			want := 96
+			if op == transport.Prod && dt.Size() != 4 {
+				want = 0
+			}
+			require.Equal(t, want, fastInt(dt, op, buf, buf, buf), "%s %s", dt, op)
 		}
 	}
 }

@@ -49,6 +49,51 @@ func addI32AVX2(d, a, b *byte, n int)
 func addI64AVX2(d, a, b *byte, n int)
 
 //go:noescape
+func mulI32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func mulF32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func mulF64AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxI8AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minI8AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxU8AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minU8AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxI32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minI32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxU32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minU32AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxI64AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minI64AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func maxU64AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func minU64AVX2(d, a, b *byte, n int)
+
+//go:noescape
 func divF32AVX2(d *float32, n int, w float32)
 
 //go:noescape
@@ -66,10 +111,10 @@ func maxF64AVX2(dst, a, b *float64, n int)
 //go:noescape
 func minF64AVX2(dst, a, b *float64, n int)
 
-// fast32 runs float32 Sum/Avg, Max and Min through AVX2 (8 lanes) and the tail through
-// Go; it reports false when it did nothing, so the caller runs the generic kernel. The
-// max/min kernels fix up VMAXPS's NaN and signed-zero rules to match Go's builtins
-// (see minmax_amd64.s), so both paths give identical bits. Prod stays generic.
+// fast32 runs float32 Sum/Avg, Prod, Max and Min through AVX2 (8 lanes) and the tail
+// through Go; it reports false when it did nothing, so the caller runs the generic
+// kernel. The max/min kernels fix up VMAXPS's NaN and signed-zero rules to match Go's
+// builtins (see minmax_amd64.s), so both paths give identical bits.
 func fast32(op transport.Op, d, a, b []float32) bool {
 	if !useAVX2 || len(d) < 8 {
 		return false
@@ -78,6 +123,8 @@ func fast32(op transport.Op, d, a, b []float32) bool {
 	switch op {
 	case transport.Sum, transport.Avg:
 		addF32AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Prod:
+		mulF32AVX2(bytesOf(d), bytesOf(a), bytesOf(b), 4*n)
 	case transport.Max:
 		maxF32AVX2(&d[0], &a[0], &b[0], n)
 	case transport.Min:
@@ -162,6 +209,8 @@ func fast64(op transport.Op, d, a, b []float64) bool {
 	switch op {
 	case transport.Sum, transport.Avg:
 		addF64AVX2(&d[0], &a[0], &b[0], n)
+	case transport.Prod:
+		mulF64AVX2(bytesOf(d), bytesOf(a), bytesOf(b), 8*n)
 	case transport.Max:
 		maxF64AVX2(&d[0], &a[0], &b[0], n)
 	case transport.Min:
@@ -173,21 +222,73 @@ func fast64(op transport.Op, d, a, b []float64) bool {
 	return true
 }
 
-// fastIntSum adds the whole 32-byte blocks of integers of esz bytes (1, 4 or 8),
-// wrapping, and returns how many bytes it did: 0 without AVX2. The vectors add as
-// Go's + does, so the bits are kernel3's.
-func fastIntSum(esz int, d, a, b []byte) int {
+// bytesOf is s's first byte, for the kernels that count bytes.
+func bytesOf[T any](s []T) *byte { return (*byte)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+// fastInt runs op on the whole 32-byte blocks of integers of dt and returns how many
+// bytes it did: 0 without AVX2 or without a kernel for the pair. Sums of every width
+// (and averages, which sum), products of 32-bit integers, and max and min of every
+// integer dtype; AVX2 has no byte or 64-bit multiply. The vector instructions give Go's
+// wrapping + and *, and its max and min, so the bits are kernel3's. Each kernel is
+// called directly: a call through a func value would let the operands escape, and
+// unaligned3's stack blocks with them.
+func fastInt(dt transport.DType, op transport.Op, d, a, b []byte) int {
 	n := len(d) &^ 31
 	if !useAVX2 || n == 0 {
 		return 0
 	}
-	switch esz {
-	case 1:
-		addI8AVX2(&d[0], &a[0], &b[0], n)
-	case 4:
-		addI32AVX2(&d[0], &a[0], &b[0], n)
-	case 8:
-		addI64AVX2(&d[0], &a[0], &b[0], n)
+	pd, pa, pb := &d[0], &a[0], &b[0]
+	switch op {
+	case transport.Sum, transport.Avg:
+		switch dt.Size() {
+		case 1:
+			addI8AVX2(pd, pa, pb, n)
+		case 4:
+			addI32AVX2(pd, pa, pb, n)
+		case 8:
+			addI64AVX2(pd, pa, pb, n)
+		default:
+			return 0
+		}
+	case transport.Prod:
+		if dt.Size() != 4 {
+			return 0
+		}
+		mulI32AVX2(pd, pa, pb, n)
+	case transport.Max:
+		switch dt {
+		case transport.Int8:
+			maxI8AVX2(pd, pa, pb, n)
+		case transport.Uint8:
+			maxU8AVX2(pd, pa, pb, n)
+		case transport.Int32:
+			maxI32AVX2(pd, pa, pb, n)
+		case transport.Uint32:
+			maxU32AVX2(pd, pa, pb, n)
+		case transport.Int64:
+			maxI64AVX2(pd, pa, pb, n)
+		case transport.Uint64:
+			maxU64AVX2(pd, pa, pb, n)
+		default:
+			return 0
+		}
+	case transport.Min:
+		switch dt {
+		case transport.Int8:
+			minI8AVX2(pd, pa, pb, n)
+		case transport.Uint8:
+			minU8AVX2(pd, pa, pb, n)
+		case transport.Int32:
+			minI32AVX2(pd, pa, pb, n)
+		case transport.Uint32:
+			minU32AVX2(pd, pa, pb, n)
+		case transport.Int64:
+			minI64AVX2(pd, pa, pb, n)
+		case transport.Uint64:
+			minU64AVX2(pd, pa, pb, n)
+		default:
+			return 0
+		}
 	default:
 		return 0
 	}

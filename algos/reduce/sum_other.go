@@ -15,7 +15,7 @@ func dual32(transport.Op, int, []float32, []float32, []float32, []float32) bool 
 
 func dual64(transport.Op, int, []float64, []float64, []float64, []float64) bool { return false }
 
-func fastIntSum(int, []byte, []byte, []byte) int { return 0 }
+func fastInt(transport.DType, transport.Op, []byte, []byte, []byte) int { return 0 }
 
 func divide32([]float32, int) bool { return false }
 
