@@ -36,22 +36,107 @@
 	VMOVD AX, X12 \
 	VPBROADCASTD X12, Y12
 
-// BF16NARROW rounds the 8 float32 in Y0 to bfloat16 in X2: bits + 0x7fff + (bit 16),
-// top half, round to nearest even; a NaN keeps its top half with the quiet bit set.
-// Uses Y1-Y5 and BF16CONSTS's registers.
-#define BF16NARROW \
+// BF16RNE rounds the 8 float32 in Y0 to bfloat16, one per 32-bit lane of Y2: bits +
+// 0x7fff + (bit 16), top half, round to nearest even (Y1 scratch). It serves every
+// float32 whose NaNs have 16 zero low bits, where the bias cannot carry into a NaN's
+// top half: a sum or product of widened bfloat16 values (widening leaves those bits
+// zero, and x86 returns an operand's NaN, quieted, or the default NaN 0xffc00000,
+// whose quiet bit the scalar path would have set), and such a value times 1/W. BF16ROUND
+// adds the case of any NaN, which keeps its top half with the quiet bit set (Y3-Y4).
+// BF16PACK packs the lanes into X2 (Y5); BF16NARROW is BF16ROUND and BF16PACK. They use
+// BF16CONSTS's registers.
+#define BF16RNE \
 	VPSRLD $16, Y0, Y1 \
 	VPAND Y8, Y1, Y1 \
 	VPADDD Y1, Y0, Y2 \
 	VPADDD Y9, Y2, Y2 \
-	VPSRLD $16, Y2, Y2 \
+	VPSRLD $16, Y2, Y2
+
+#define BF16ROUND \
+	BF16RNE \
 	VPAND Y10, Y0, Y3 \
 	VPCMPGTD Y11, Y3, Y3 \
 	VPSRLD $16, Y0, Y4 \
 	VPOR Y12, Y4, Y4 \
-	VPBLENDVB Y3, Y4, Y2, Y2 \
+	VPBLENDVB Y3, Y4, Y2, Y2
+
+#define BF16PACK \
 	VEXTRACTI128 $1, Y2, X5 \
 	VPACKUSDW X5, X2, X2
+
+#define BF16NARROW \
+	BF16ROUND \
+	BF16PACK
+
+// F16SCALE and BF16SCALE finish an average in registers: the sum, already rounded to
+// the 16-bit type (X1 for float16; for bfloat16 Y2's lanes, before BF16PACK), widens
+// again exactly, multiplies by Y6 (1/W for a power-of-two W, which gives the
+// quotient's bits) and rounds again: the two roundings of Apply3 followed by Finish.
+// Both roundings of bfloat16 are BF16RNE's. NOSCALE leaves a sum alone.
+#define F16SCALE \
+	VCVTPH2PS X1, Y0 \
+	VMULPS Y6, Y0, Y0 \
+	VCVTPS2PH $0, Y0, X1
+
+#define BF16SCALE \
+	VPSLLD $16, Y2, Y0 \
+	VMULPS Y6, Y0, Y0 \
+	BF16RNE
+
+#define NOSCALE
+
+// F16NT2(FINISH) and BF16NT2(FINISH) are the two-output loops: a sum per 8 elements,
+// FINISH, and the result streamed to d1 (DI) and d2 (R8).
+#define F16NT2(FINISH) \
+	MOVQ d1+0(FP), DI \
+	MOVQ d2+8(FP), R8 \
+	MOVQ a+16(FP), SI \
+	MOVQ b+24(FP), DX \
+	MOVQ n+32(FP), CX \
+loop: \
+	CMPQ      CX, $8 \
+	JB        done \
+	F16SUM \
+	FINISH \
+	VMOVNTDQ  X1, (DI) \
+	VMOVNTDQ  X1, (R8) \
+	ADDQ      $16, SI \
+	ADDQ      $16, DX \
+	ADDQ      $16, DI \
+	ADDQ      $16, R8 \
+	SUBQ      $8, CX \
+	JMP       loop \
+done: \
+	SFENCE \
+	VZEROUPPER \
+	RET
+
+#define BF16NT2(FINISH) \
+	MOVQ d1+0(FP), DI \
+	MOVQ d2+8(FP), R8 \
+	MOVQ a+16(FP), SI \
+	MOVQ b+24(FP), DX \
+	MOVQ n+32(FP), CX \
+	BF16CONSTS \
+loop: \
+	CMPQ      CX, $8 \
+	JB        done \
+	BF16SUM \
+	BF16RNE \
+	FINISH \
+	BF16PACK \
+	VMOVNTDQ  X2, (DI) \
+	VMOVNTDQ  X2, (R8) \
+	ADDQ      $16, SI \
+	ADDQ      $16, DX \
+	ADDQ      $16, DI \
+	ADDQ      $16, R8 \
+	SUBQ      $8, CX \
+	JMP       loop \
+done: \
+	SFENCE \
+	VZEROUPPER \
+	RET
 
 // func widenF16F16C(dst *float32, src *uint16, n int)
 // dst[i] = float32(src[i]) for i < n (n a multiple of 8), exact (VCVTPH2PS).
@@ -169,7 +254,8 @@ af16done:
 	RET
 
 // func addBF16AVX2(d, a, b *uint16, n int)
-// addF16F16C for bfloat16: widen by a shift, add in float32, round as narrowBF16AVX2.
+// addF16F16C for bfloat16: widen by a shift, add in float32, round as narrowBF16AVX2
+// does (BF16RNE: a sum of widened bfloat16 needs no NaN case).
 TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
 	MOVQ         d+0(FP), DI
 	MOVQ         a+8(FP), SI
@@ -181,7 +267,8 @@ abf:
 	CMPQ         CX, $8
 	JB           abfdone
 	BF16SUM
-	BF16NARROW
+	BF16RNE
+	BF16PACK
 	VMOVDQU      X2, (DI)
 	ADDQ         $16, SI
 	ADDQ         $16, DX
@@ -198,55 +285,21 @@ abfdone:
 // two-rank ring's fused step for float16 sums. n is a multiple of 8; d1 and d2 are
 // 16-byte aligned; either may equal a or b. Ends with SFENCE.
 TEXT ·addF16NT2F16C(SB), NOSPLIT, $0-40
-	MOVQ d1+0(FP), DI
-	MOVQ d2+8(FP), R8
-	MOVQ a+16(FP), SI
-	MOVQ b+24(FP), DX
-	MOVQ n+32(FP), CX
-
-af16nt:
-	CMPQ      CX, $8
-	JB        af16ntdone
-	F16SUM
-	VMOVNTDQ  X1, (DI)
-	VMOVNTDQ  X1, (R8)
-	ADDQ      $16, SI
-	ADDQ      $16, DX
-	ADDQ      $16, DI
-	ADDQ      $16, R8
-	SUBQ      $8, CX
-	JMP       af16nt
-
-af16ntdone:
-	SFENCE
-	VZEROUPPER
-	RET
+	F16NT2(NOSCALE)
 
 // func addBF16NT2AVX2(d1, d2, a, b *uint16, n int)
 // addF16NT2F16C for bfloat16 (addBF16AVX2's arithmetic).
 TEXT ·addBF16NT2AVX2(SB), NOSPLIT, $0-40
-	MOVQ d1+0(FP), DI
-	MOVQ d2+8(FP), R8
-	MOVQ a+16(FP), SI
-	MOVQ b+24(FP), DX
-	MOVQ n+32(FP), CX
-	BF16CONSTS
+	BF16NT2(NOSCALE)
 
-abfnt:
-	CMPQ      CX, $8
-	JB        abfntdone
-	BF16SUM
-	BF16NARROW
-	VMOVNTDQ  X2, (DI)
-	VMOVNTDQ  X2, (R8)
-	ADDQ      $16, SI
-	ADDQ      $16, DX
-	ADDQ      $16, DI
-	ADDQ      $16, R8
-	SUBQ      $8, CX
-	JMP       abfnt
+// func avgF16NT2F16C(d1, d2, a, b *uint16, n int, s float32)
+// addF16NT2F16C for an average: the rounded sum times s (F16SCALE).
+TEXT ·avgF16NT2F16C(SB), NOSPLIT, $0-44
+	VBROADCASTSS s+40(FP), Y6
+	F16NT2(F16SCALE)
 
-abfntdone:
-	SFENCE
-	VZEROUPPER
-	RET
+// func avgBF16NT2AVX2(d1, d2, a, b *uint16, n int, s float32)
+// addBF16NT2AVX2 for an average (BF16SCALE).
+TEXT ·avgBF16NT2AVX2(SB), NOSPLIT, $0-44
+	VBROADCASTSS s+40(FP), Y6
+	BF16NT2(BF16SCALE)

@@ -85,3 +85,61 @@ func TestHalfKernelPathsAgree(t *testing.T) {
 
 func dtypeOf(d uint8) transport.DType { return transport.DType(d) }
 func opOf(o uint8) transport.Op       { return transport.Op(o) }
+
+// TestDualHalfEveryPattern runs the two-output 16-bit kernels, and the one-output sum
+// kernels beside them, over every bit pattern
+// against each of several rotations of them, for sums and for averages over 2 and 4
+// ranks, and holds both outputs to Go's scalar path (halfKernel with the vector
+// conversions off, then Finish's divideHalf) bit for bit wherever at most one operand
+// is a NaN; where both are, any NaN will do (the vector and scalar adds keep
+// different ones). Averages round twice, as Apply3 and Finish do: a kernel that
+// scaled the unrounded sum fails here.
+func TestDualHalfEveryPattern(t *testing.T) {
+	if !useF16C || !useAVX2 {
+		t.Skip("reduce: no F16C/AVX2 on this CPU")
+	}
+	defer func() { useF16C, useAVX2 = true, true }()
+	const n = 1 << 16
+	a := make([]uint16, n)
+	for i := range a {
+		a[i] = uint16(i)
+	}
+	for _, bf := range []bool{false, true} {
+		dt := transport.Float16
+		if bf {
+			dt = transport.BFloat16
+		}
+		nan := func(h uint16) bool { return isNaN16(dt, h) }
+		for _, rot := range []int{1, 257, 32768, 40961} {
+			b := append(append([]uint16(nil), a[rot:]...), a[:rot]...)
+			for _, o := range []struct {
+				op    transport.Op
+				world int
+			}{{transport.Sum, 2}, {transport.Avg, 2}, {transport.Avg, 4}} {
+				useF16C, useAVX2 = false, false
+				want := make([]uint16, n)
+				halfKernel(o.op, bf, want, a, b)
+				if o.op == transport.Avg {
+					divideHalf(want, bf, o.world)
+				}
+				useF16C, useAVX2 = true, true
+				d1, d2, one := make([]uint16, n), make([]uint16, n), make([]uint16, n)
+				require.True(t, dualHalf(o.op, bf, o.world, d1, d2, a, b))
+				halfKernel(o.op, bf, one, a, b) // the one-output sum kernel (fastHalfSum)
+				if o.op == transport.Avg {
+					divideHalf(one, bf, o.world)
+				}
+				for i := range want {
+					if nan(a[i]) && nan(b[i]) {
+						require.True(t, nan(d1[i]) && nan(d2[i]) && nan(one[i]), "%s %+v: %#04x, %#04x", dt, o, a[i], b[i])
+						continue
+					}
+					if want[i] != d1[i] || want[i] != d2[i] || want[i] != one[i] {
+						t.Fatalf("%s %+v: a=%#04x b=%#04x: want %#04x, got %#04x and %#04x (one output: %#04x)",
+							dt, o, a[i], b[i], want[i], d1[i], d2[i], one[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -57,11 +57,13 @@ func Apply3Stream(dt transport.DType, op transport.Op, dst, a, b []byte) error {
 // (Finish: an average divided by world): one pass that writes the result to two
 // places, for a result that goes both into a message (d1, a link's own memory) and into
 // the caller's buffer (d2), neither read again soon. Where it can (float32 and float64
-// sum, and avg over a power-of-two world; float16 and bfloat16 sum; see DualStreams;
+// sum, and avg over a power-of-two world; float16 and bfloat16 likewise; see DualStreams;
 // d1 and d2 equally aligned and apart from each other and from a and b, or d2 equal to
 // a or b) both are written in one loop with non-temporal stores, as Apply3Stream does; otherwise it is Apply3 and Finish
 // into d1 and a copy into d2. d1 must not overlap a or b, nor d2; d2 may be a or b (in
-// place). The results are identical to Apply3's followed by Finish's.
+// place). The results are identical to Apply3's followed by Finish's, up to which NaN
+// an element carries when both of its operands are NaNs: the vector kernels and Go's
+// scalar code take different ones, and the two paths cut an array at different places.
 func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []byte) error {
 	if len(d2) != len(d1) {
 		return fmt.Errorf("reduce: %w: the two outputs are %d and %d bytes; they must be equal", transport.ErrInvalid, len(d1), len(d2))
@@ -79,7 +81,7 @@ func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []b
 		case dt == transport.Float32 && dual32(op, world, view[float32](d1), view[float32](d2), view[float32](a), view[float32](b)),
 			dt == transport.Float64 && dual64(op, world, view[float64](d1), view[float64](d2), view[float64](a), view[float64](b)),
 			(dt == transport.Float16 || dt == transport.BFloat16) &&
-				dualHalf(op, dt == transport.BFloat16, view[uint16](d1), view[uint16](d2), view[uint16](a), view[uint16](b)):
+				dualHalf(op, dt == transport.BFloat16, world, view[uint16](d1), view[uint16](d2), view[uint16](a), view[uint16](b)):
 			return nil
 		}
 	}
@@ -94,18 +96,18 @@ func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []b
 }
 
 // DualStreams reports whether Apply3Dual writes dt op results for a world of world
-// ranks with non-temporal stores on this machine: float32 and float64 sums, and their
-// averages over a power-of-two world, with AVX2; float16 sums with F16C and bfloat16
-// sums with AVX2 (outputs equally aligned).
+// ranks with non-temporal stores on this machine: sums, and averages over a
+// power-of-two world, of float32 and float64 with AVX2, of float16 with F16C and of
+// bfloat16 with AVX2 (outputs equally aligned).
 func DualStreams(dt transport.DType, op transport.Op, world int) bool {
-	pow2 := world >= 1 && world&(world-1) == 0
+	if op != transport.Sum && !(op == transport.Avg && world >= 1 && world&(world-1) == 0) {
+		return false
+	}
 	switch dt {
-	case transport.Float32, transport.Float64:
-		return useAVX2 && (op == transport.Sum || op == transport.Avg && pow2)
-	case transport.BFloat16:
-		return useAVX2 && op == transport.Sum
+	case transport.Float32, transport.Float64, transport.BFloat16:
+		return useAVX2
 	case transport.Float16:
-		return useF16C && op == transport.Sum
+		return useF16C
 	}
 	return false
 }

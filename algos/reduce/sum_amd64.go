@@ -40,6 +40,12 @@ func addF16NT2F16C(d1, d2, a, b *uint16, n int)
 func addBF16NT2AVX2(d1, d2, a, b *uint16, n int)
 
 //go:noescape
+func avgF16NT2F16C(d1, d2, a, b *uint16, n int, s float32)
+
+//go:noescape
+func avgBF16NT2AVX2(d1, d2, a, b *uint16, n int, s float32)
+
+//go:noescape
 func addI8AVX2(d, a, b *byte, n int)
 
 //go:noescape
@@ -364,28 +370,43 @@ func fastHalfSum(bf bool, d, a, b []uint16) int {
 }
 
 // dualHalf is streamDual for float16 (bf false) and bfloat16 sums (addF16NT2F16C,
-// addBF16NT2AVX2): the elements before d1's first 16-byte boundary and after the last
-// whole 8-element block go through halfKernel; d2 must sit as far from a 16-byte
+// addBF16NT2AVX2) and their averages over a power-of-two world (avgF16NT2F16C,
+// avgBF16NT2AVX2: the sum rounded, then times 1/world and rounded again, Finish's
+// bits): the elements before d1's first 16-byte boundary and after the last whole
+// 8-element block go through halfKernel and Finish; d2 must sit as far from a 16-byte
 // boundary as d1, else it reports false having done nothing, as it does for every other
-// op and without F16C or AVX2.
-func dualHalf(op transport.Op, bf bool, d1, d2, a, b []uint16) bool {
-	if op != transport.Sum || len(d1) < 32 || bf && !useAVX2 || !bf && !useF16C {
+// op and world and without F16C or AVX2.
+func dualHalf(op transport.Op, bf bool, world int, d1, d2, a, b []uint16) bool {
+	avg := op == transport.Avg
+	if op != transport.Sum && !(avg && world >= 1 && world&(world-1) == 0) || len(d1) < 32 || bf && !useAVX2 || !bf && !useF16C {
 		return false
 	}
 	p1, p2 := uintptr(unsafe.Pointer(&d1[0])), uintptr(unsafe.Pointer(&d2[0]))
 	if (p1-p2)%16 != 0 {
 		return false
 	}
+	edge := func(d, x, y []uint16) { // an edge through Go: reduce, finish, copy
+		halfKernel(op, bf, d, x, y)
+		if avg {
+			divideHalf(d, bf, world)
+		}
+	}
 	head := int((16-p1%16)%16) / 2
 	n := (len(d1) - head) &^ 7
-	halfKernel(op, bf, d1[:head], a[:head], b[:head])
+	edge(d1[:head], a[:head], b[:head])
 	copy(d2[:head], d1[:head])
-	if bf {
+	s := 1 / float32(world)
+	switch {
+	case bf && avg:
+		avgBF16NT2AVX2(&d1[head], &d2[head], &a[head], &b[head], n, s)
+	case bf:
 		addBF16NT2AVX2(&d1[head], &d2[head], &a[head], &b[head], n)
-	} else {
+	case avg:
+		avgF16NT2F16C(&d1[head], &d2[head], &a[head], &b[head], n, s)
+	default:
 		addF16NT2F16C(&d1[head], &d2[head], &a[head], &b[head], n)
 	}
-	halfKernel(op, bf, d1[head+n:], a[head+n:len(d1)], b[head+n:len(d1)])
+	edge(d1[head+n:], a[head+n:len(d1)], b[head+n:len(d1)])
 	copy(d2[head+n:], d1[head+n:])
 	return true
 }

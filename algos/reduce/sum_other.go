@@ -29,6 +29,6 @@ func fastWiden(bool, []float32, []uint16) int { return 0 }
 
 func fastNarrow(bool, []uint16, []float32) int { return 0 }
 
-func dualHalf(transport.Op, bool, []uint16, []uint16, []uint16, []uint16) bool { return false }
+func dualHalf(transport.Op, bool, int, []uint16, []uint16, []uint16, []uint16) bool { return false }
 
 func fastHalfSum(bool, []uint16, []uint16, []uint16) int { return 0 }

@@ -15,8 +15,8 @@ import (
 // passes over it: a copy into Recv past the caches, and the link's copy of the slot
 // into its ring for the all-gather. Where the link lets the sender write a message in
 // place (transport.Reserver: shm's ring) and the reduction has a kernel with two
-// non-temporal outputs (reduce.Apply3Dual: float32 and float64 sums and averages, and
-// float16 and bfloat16 sums), one pass does all three: the rank reserves the
+// non-temporal outputs (reduce.Apply3Dual: sums and averages of float32, float64,
+// float16 and bfloat16), one pass does all three: the rank reserves the
 // all-gather chunk's room in the ring, receives the peer's reduce-scatter chunk and
 // writes each piece's sum (or average) both into that room and into Recv, then commits
 // the message. In place, Recv is the input, and the pass saves the all-gather's copy.
@@ -26,7 +26,7 @@ import (
 // the fused steps now do; in place no change beyond the launches' spread
 // (BENCHMARKS.md, "Speed", 30). float64 sums: 7-28 % less at 4-64 MiB; float32
 // averages, which had a Finish pass besides, 1.9-2.4x faster; the 16-bit sums 0-20 %
-// ("Speed", 31).
+// ("Speed", 31); the 16-bit averages 29-47 % at 4-64 MiB ("Speed", 32c).
 //
 // The messages, their order and their tags are allReduce2's (interleave), so a peer on
 // the other path understands this one. The steps run in the calling goroutine, in
@@ -39,22 +39,20 @@ import (
 // in the ring, and Reserve takes a chunk only where four fit (ReserveMax).
 
 // fusable reports whether a two-rank AllReduce of a interleaves its steps below the cold
-// size too: a float32 or float64 sum or average, or a float16 or bfloat16 sum, which
-// the fused steps take (reduce.Apply3Dual has a two-output kernel for each; it
-// finishes an average over two ranks by multiplying by one half, which a 16-bit
-// average, rounded twice, cannot share). Both ranks decide it alike (it depends on the
-// call alone), as they must, since it sets the order of the messages; whether a rank
-// then runs the steps fused (fusedLink) is its own affair. Other dtypes and ops keep
+// size too: a sum or average of float32, float64, float16 or bfloat16, which the fused
+// steps take (reduce.Apply3Dual has a two-output kernel for each; it finishes an
+// average over two ranks by multiplying by one half, after rounding the 16-bit sum as
+// Apply3 does). Both ranks decide it alike (it depends on the call alone), as they
+// must, since it sets the order of the messages; whether a rank then runs the steps
+// fused (fusedLink) is its own affair. Other dtypes and ops keep
 // the step order there: fused through a reduce into a buffer in L1 and two streamed
 // copies, the three-pass bfloat16 sums of then were up to 1.4x slower and float32 max
 // showed no clear gain (BENCHMARKS.md, "Speed", 31a); with their own kernels the 16-bit
 // sums gained 0-20 % (31e).
 func fusable(a *algos.Args) bool {
 	switch a.DType {
-	case transport.Float32, transport.Float64:
+	case transport.Float32, transport.Float64, transport.Float16, transport.BFloat16:
 		return a.Op == transport.Sum || a.Op == transport.Avg
-	case transport.Float16, transport.BFloat16:
-		return a.Op == transport.Sum
 	}
 	return false
 }

@@ -176,17 +176,17 @@ func TestEndToEndLargeAndShm(t *testing.T) {
 
 // TestEndToEndTwoRankFused: two processes over shm, one P each as the launcher gives
 // them on a 2-core host, run the two-rank ring's fused steps (algos/ring/fused.go) for
-// float32 and float64 sums and averages and bfloat16 sums that interleave: every
-// dtype's data checked at 2 and 8 MiB, odd float and bfloat16 counts, and an odd
-// double count with every op; each rank's trace at the odd counts holds the in-place
-// sends that only that path makes.
+// sums and averages of float32, float64, bfloat16 and float16 that interleave: every
+// dtype's data checked at 2 and 8 MiB, odd float and bfloat16 counts, an odd double
+// count with every op, and odd 16-bit averages; each rank's trace at the odd counts
+// holds the in-place sends that only that path makes.
 func TestEndToEndTwoRankFused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	// Without AVX2 the fused steps do not run here, and only the values are checked.
 	streams := reduce.DualStreams(transport.Float32, transport.Sum, 2) && reduce.DualStreams(transport.Float64, transport.Sum, 2) &&
-		reduce.DualStreams(transport.BFloat16, transport.Sum, 2)
+		reduce.DualStreams(transport.BFloat16, transport.Sum, 2) && reduce.DualStreams(transport.Float16, transport.Avg, 2)
 	for _, l := range []struct {
 		fused string // the dtype whose trace must show the fused steps, or "" for a check of values only
 		args  []string
@@ -195,6 +195,8 @@ func TestEndToEndTwoRankFused(t *testing.T) {
 		{"float32", []string{"-b", "4000004", "-e", "4000004"}},
 		{"float64", []string{"-b", "4000008", "-e", "4000008", "-d", "double", "-o", "all"}},
 		{"bfloat16", []string{"-b", "4000002", "-e", "4000002", "-d", "bfloat16"}},
+		{"bfloat16 avg", []string{"-b", "4000002", "-e", "4000002", "-d", "bfloat16", "-o", "avg"}},
+		{"float16 avg", []string{"-b", "4000002", "-e", "4000002", "-d", "half", "-o", "avg"}},
 	} {
 		dir := t.TempDir()
 		out, errOut, code := runPerf(t, []string{"GOMAXPROCS=1", "GOCCL_TRACE=" + dir}, append([]string{"all_reduce", "--np", "2",
