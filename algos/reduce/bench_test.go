@@ -91,23 +91,29 @@ func BenchmarkFinish(b *testing.B) {
 	const n = 4 << 20
 	buf := make([]byte, n)
 	for _, dt := range []transport.DType{transport.Float32, transport.Float64, transport.BFloat16} {
-		for _, avx := range []bool{true, false} {
-			name := dt.String()
-			if !avx {
-				name += "-generic"
-			}
-			b.Run(name, func(b *testing.B) {
-				saved := useAVX2
-				useAVX2 = useAVX2 && avx
-				defer func() { useAVX2 = saved }()
-				b.SetBytes(n)
-				for b.Loop() {
-					if err := Finish(dt, transport.Avg, buf, 3); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+		bothPaths(b, dt.String(), n, func() error { return Finish(dt, transport.Avg, buf, 3) })
+	}
+}
+
+// bothPaths runs fn as two sub-benchmarks of n bytes per call: name, with the AVX2
+// kernels where the CPU has them, and name-generic, with the portable Go path.
+func bothPaths(b *testing.B, name string, n int, fn func() error) {
+	for _, avx := range []bool{true, false} {
+		sub := name
+		if !avx {
+			sub += "-generic"
 		}
+		b.Run(sub, func(b *testing.B) {
+			saved := useAVX2
+			useAVX2 = useAVX2 && avx
+			defer func() { useAVX2 = saved }()
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
@@ -126,23 +132,7 @@ func BenchmarkApplyOps(b *testing.B) {
 	} {
 		for _, n := range []int{256 << 10, 64 << 20} {
 			dst, src := make([]byte, n), make([]byte, n)
-			for _, avx := range []bool{true, false} {
-				name := c.dt.String() + "-" + c.op.String() + "/" + sizeName(n)
-				if !avx {
-					name += "-generic"
-				}
-				b.Run(name, func(b *testing.B) {
-					saved := useAVX2
-					useAVX2 = useAVX2 && avx
-					defer func() { useAVX2 = saved }()
-					b.SetBytes(int64(n))
-					for b.Loop() {
-						if err := Apply(c.dt, c.op, dst, src); err != nil {
-							b.Fatal(err)
-						}
-					}
-				})
-			}
+			bothPaths(b, c.dt.String()+"-"+c.op.String()+"/"+sizeName(n), n, func() error { return Apply(c.dt, c.op, dst, src) })
 		}
 	}
 }
