@@ -68,8 +68,8 @@ type CostModel struct {
 	// machines: a rank with a core of its own sees a message as soon as the line
 	// lands (0.2 us over shm), while ranks that share cores wait for one another's
 	// time slices. A joint fit of both, as the built-in models were until then,
-	// predicted 2 ranks over shm at 2-9x their time below 32 KiB (BENCHMARKS.md,
-	// "Speed", 32). Only Crowded's Call, Alpha, Overhead, Async, Beta and Gamma count;
+	// predicted 2 ranks over shm at 2-7x their time up to 512 KiB (BENCHMARKS.md,
+	// "Speed", 32a). Only Crowded's Call, Alpha, Overhead, Async, Beta and Gamma count;
 	// the shape (ChunkBytes, Cores, EagerBytes, Polls) and the hosts (Inter, PerHost)
 	// are this model's. The stretch and lockstep terms apply to it as before.
 	Crowded *CostModel
@@ -127,7 +127,8 @@ func RDDirect(n, w, chunk, eager int) bool {
 // per world size and layout). With Inter and PerHost (see HostModel) every algorithm is
 // priced with the links its messages really cross: a ring step waits for the slower
 // link, a tree's paths and a host's network link are counted from the tree shapes, and
-// "hier" adds its host-local and cross-host phases.
+// "hier" adds its host-local and cross-host phases. Where a host's ranks outnumber its
+// Cores, Crowded's terms price them.
 func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (time.Duration, error) {
 	if world < 1 || bytes < 0 {
 		return 0, fmt.Errorf("algos: %w: predict for %d bytes over %d ranks", transport.ErrInvalid, bytes, world)
