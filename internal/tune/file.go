@@ -17,10 +17,13 @@ import (
 // Models maps a transport name ("shm", "tcp") to its calibrated cost model.
 type Models map[string]algos.CostModel
 
-// FileVersion is the layout version Save writes. Load also reads version 1 (the
-// three-parameter models, before call_ns, overhead_ns, async_ns and cores existed:
-// their missing terms read as zero, i.e. the defaults algos.CostModel documents).
-const FileVersion = 2
+// FileVersion is the layout version Save writes: 3 added a model's crowded terms. Load
+// also reads version 2 (no crowded terms: the model prices every world alike, as
+// algos.CostModel does without Crowded) and version 1 (the three-parameter models,
+// before call_ns, overhead_ns, async_ns and cores existed: their missing terms read as
+// zero, i.e. the defaults algos.CostModel documents). A build before version 3 refuses
+// a version-3 file by its number, not by an unknown field.
+const FileVersion = 3
 
 // File is what `goccl tune` writes: the models, and where and how they were measured.
 type File struct {
@@ -156,8 +159,8 @@ func Load(path string) (File, error) {
 }
 
 func (f File) check() error {
-	if f.Version != FileVersion && f.Version != 1 {
-		return fmt.Errorf("%w: file version %d, this build reads versions 1 and %d (rerun goccl tune)",
+	if f.Version < 1 || f.Version > FileVersion {
+		return fmt.Errorf("%w: file version %d, this build reads versions 1 to %d (rerun goccl tune)",
 			transport.ErrInvalid, f.Version, FileVersion)
 	}
 	if len(f.Models) == 0 {

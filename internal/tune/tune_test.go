@@ -285,7 +285,7 @@ func TestSaveLoad(t *testing.T) {
 		"alpha_ns":    `{"version": 1, "world": 2, "models": {"tcp": {"alpha_ns": -5, "beta_bytes_per_s": 1e9, "gamma_bytes_per_s": 0}}}`,
 		"overhead_ns": `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "overhead_ns": -1, "beta_bytes_per_s": 1e9}}}`,
 		"cores":       `{"version": 2, "world": 2, "models": {"tcp": {"alpha_ns": 5, "cores": -2, "beta_bytes_per_s": 1e9}}}`,
-		"crowded":     `{"version": 2, "world": 2, "models": {"shm": {"alpha_ns": 5, "beta_bytes_per_s": 1e9, "crowded": {"alpha_ns": 5, "beta_bytes_per_s": -1}}}}`,
+		"crowded":     `{"version": 3, "world": 2, "models": {"shm": {"alpha_ns": 5, "beta_bytes_per_s": 1e9, "crowded": {"alpha_ns": 5, "beta_bytes_per_s": -1}}}}`,
 		"unknown":     `{"version": 1, "world": 2, "modles": {}}`,
 		"no models":   `{"version": 1, "world": 2, "models": {}}`,
 	}
