@@ -287,7 +287,7 @@ func TestApply3Misaligned(t *testing.T) {
 func TestFinish(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, dt := range transport.DTypes {
-		for _, world := range []int{1, 2, 3, 7, 300} {
+		for _, world := range []int{1, 2, 3, 4, 7, 64, 300, 1<<20 + 1} {
 			for _, off := range []int{0, 1} {
 				for _, n := range []int{0, 1, 7, 61, 1029} { // 1029: the float kernels' whole blocks and a tail
 					src := randomBytes(rng, dt, n)
@@ -325,6 +325,43 @@ func TestFinish(t *testing.T) {
 						require.Equal(t, src, c)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestFinishIntegerExtremes divides each integer dtype's extremes and their neighbours
+// by worlds that take each of Finish's integer paths (a shift for powers of two, a
+// multiply by a rounded-up reciprocal for values of at most 32 bits, a division for 64
+// bits otherwise), against math/big's truncating quotient.
+func TestFinishIntegerExtremes(t *testing.T) {
+	for _, dt := range []transport.DType{transport.Int8, transport.Uint8, transport.Int32, transport.Uint32,
+		transport.Int64, transport.Uint64} {
+		bits := 8 * dt.Size()
+		var vals []*big.Int
+		lo, hi := big.NewInt(0), new(big.Int).Lsh(big.NewInt(1), uint(bits)) // unsigned: [0, 2^bits)
+		if isSigned(dt) {
+			lo = new(big.Int).Neg(new(big.Int).Lsh(big.NewInt(1), uint(bits-1)))
+			hi = new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+		}
+		for _, base := range []*big.Int{lo, hi, big.NewInt(0)} {
+			for delta := int64(-3); delta <= 3; delta++ {
+				v := new(big.Int).Add(base, big.NewInt(delta))
+				if v.Cmp(lo) >= 0 && v.Cmp(hi) < 0 {
+					vals = append(vals, v)
+				}
+			}
+		}
+		for _, world := range []int{2, 3, 4, 5, 7, 64, 255, 256, 300, 65537, 1<<31 - 1, 1 << 31, 1<<32 - 5} {
+			buf := make([]byte, len(vals)*dt.Size())
+			for i, v := range vals {
+				putRaw(dt, buf, i, new(big.Int).And(v, new(big.Int).SetUint64(mask(dt))).Uint64())
+			}
+			require.NoError(t, Finish(dt, transport.Avg, buf, world))
+			for i, v := range vals {
+				q := new(big.Int).Quo(v, big.NewInt(int64(world))) // truncates toward zero
+				want := new(big.Int).And(q, new(big.Int).SetUint64(mask(dt))).Uint64()
+				require.Equal(t, want, rawInt(dt, buf, i), "%s: %v / %d", dt, v, world)
 			}
 		}
 	}
