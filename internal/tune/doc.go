@@ -20,7 +20,9 @@
 // and the full sweep `goccl tune` runs (8 B to 128 MiB, every algorithm, seconds to a
 // few tens of seconds on two cores), which writes a File that config can load. Refit
 // (`goccl tune --fit a.json,b.json`) fits one model to files measured at several world
-// sizes, which is how the built-in models were made:
+// sizes, which is how the built-in models were made. Worlds of more ranks than the
+// host's cores are another machine (hops wait for time slices): they get a fit of their
+// own, the model's Crowded terms, when the files hold both kinds:
 //
 //	res, err := tune.Calibrate(ctx, comm, tune.Options{})
 //	err = tune.Save("models.json", res.File())
