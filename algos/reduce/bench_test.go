@@ -126,6 +126,7 @@ func BenchmarkApplyOps(b *testing.B) {
 		op transport.Op
 	}{
 		{transport.Float32, transport.Prod}, {transport.Float64, transport.Prod}, {transport.Int32, transport.Prod},
+		{transport.Int8, transport.Prod}, {transport.Int64, transport.Prod},
 		{transport.BFloat16, transport.Prod}, {transport.Int8, transport.Max}, {transport.Uint8, transport.Min},
 		{transport.Int32, transport.Max}, {transport.Uint32, transport.Min}, {transport.Int64, transport.Max},
 		{transport.Uint64, transport.Min},

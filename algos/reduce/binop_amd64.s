@@ -6,8 +6,9 @@
 // op's vector instruction: integer sums wrap, signed or unsigned alike (two's
 // complement adds both the same way), and so do VPMULLD's low 32 bits of a product;
 // VPMAX/VPMIN come signed (S) and unsigned (U); VMULPS/VMULPD round as Go's * does.
-// 64-bit integers have no VPMAXQ before AVX-512: MINMAX64 compares (signed, or
-// unsigned through a flipped sign bit, Y7) and blends. Labels are local to each TEXT.
+// The ops with no single AVX2 instruction run VLOOP with a body: 64-bit max and min
+// (MAX64, MIN64: compare, signed or through a flipped sign bit, and blend), and 64- and
+// 8-bit products (MUL64, MUL8). Labels are local to each TEXT.
 #define VBINOP(OP) \
 	MOVQ d+0(FP), DI \
 	MOVQ a+8(FP), SI \
@@ -48,10 +49,9 @@ done: \
 	VZEROUPPER \
 	RET
 
-// MINMAX64(HI, LO): d = HI > LO ? a : b, where Y4 and Y5 are a's and b's keys (the
-// values xor Y7: 0 for signed, the sign bit for unsigned order), so (Y4, Y5) is max and
-// (Y5, Y4) is min; ties take b, which equals a.
-#define MINMAX64(HI, LO) \
+// VLOOP(BODY) is the loop of the ops that take several instructions: Y0 = a's and Y1 =
+// b's next 32 bytes, BODY leaves d's in Y2, 32 bytes at a time.
+#define VLOOP(BODY) \
 	MOVQ d+0(FP), DI \
 	MOVQ a+8(FP), SI \
 	MOVQ b+16(FP), DX \
@@ -61,11 +61,8 @@ loop32: \
 	JB   done \
 	VMOVDQU (SI), Y0 \
 	VMOVDQU (DX), Y1 \
-	VPXOR Y7, Y0, Y4 \
-	VPXOR Y7, Y1, Y5 \
-	VPCMPGTQ LO, HI, Y2 \
-	VPBLENDVB Y2, Y0, Y1, Y3 \
-	VMOVDQU Y3, (DI) \
+	BODY \
+	VMOVDQU Y2, (DI) \
 	ADDQ $32, SI \
 	ADDQ $32, DX \
 	ADDQ $32, DI \
@@ -75,12 +72,58 @@ done: \
 	VZEROUPPER \
 	RET
 
+// MAX64 and MIN64: Y4 and Y5 are a's and b's keys (the values xor Y7: 0 for signed
+// order, the sign bit for unsigned), and d = a where a's key is the greater (the
+// smaller), else b; ties take b, which equals a.
+#define MAX64 \
+	VPXOR Y7, Y0, Y4 \
+	VPXOR Y7, Y1, Y5 \
+	VPCMPGTQ Y5, Y4, Y3 \
+	VPBLENDVB Y3, Y0, Y1, Y2
+
+#define MIN64 \
+	VPXOR Y7, Y0, Y4 \
+	VPXOR Y7, Y1, Y5 \
+	VPCMPGTQ Y4, Y5, Y3 \
+	VPBLENDVB Y3, Y0, Y1, Y2
+
+// MUL64 is the low 64 bits of a 64x64-bit product, signed or unsigned alike (AVX2 has
+// no VPMULLQ): aL bL + ((aH bL + aL bH) << 32), with VPMULUDQ's 32x32 -> 64-bit
+// products of the lanes' low halves.
+#define MUL64 \
+	VPMULUDQ Y1, Y0, Y2 \
+	VPSRLQ $32, Y0, Y3 \
+	VPMULUDQ Y1, Y3, Y3 \
+	VPSRLQ $32, Y1, Y4 \
+	VPMULUDQ Y4, Y0, Y4 \
+	VPADDQ Y4, Y3, Y3 \
+	VPSLLQ $32, Y3, Y3 \
+	VPADDQ Y3, Y2, Y2
+
+// MUL8 is the low 8 bits of byte products (AVX2 has no byte multiply): VPMULLW's low
+// 16 bits of each word's product hold the even byte's, and the odd bytes, shifted down,
+// multiply the same way; Y7 = 0x00ff in every word.
+#define MUL8 \
+	VPMULLW Y1, Y0, Y2 \
+	VPAND Y7, Y2, Y2 \
+	VPSRLW $8, Y0, Y3 \
+	VPSRLW $8, Y1, Y4 \
+	VPMULLW Y4, Y3, Y3 \
+	VPSLLW $8, Y3, Y3 \
+	VPOR Y3, Y2, Y2
+
 // SIGNBITS sets Y7 to the sign bit of every 64-bit lane (unsigned order through a
 // signed compare); VPXOR Y7, Y7, Y7 is the signed case.
 #define SIGNBITS \
 	MOVQ $0x8000000000000000, AX \
 	MOVQ AX, X7 \
 	VPBROADCASTQ X7, Y7
+
+// LOWBYTES sets Y7 to 0x00ff in every 16-bit lane (MUL8's mask).
+#define LOWBYTES \
+	MOVL $0x00ff00ff, AX \
+	VMOVD AX, X7 \
+	VPBROADCASTD X7, Y7
 
 TEXT ·addI8AVX2(SB), NOSPLIT, $0-32
 	VBINOP(VPADDB)
@@ -126,16 +169,23 @@ TEXT ·minU32AVX2(SB), NOSPLIT, $0-32
 
 TEXT ·maxI64AVX2(SB), NOSPLIT, $0-32
 	VPXOR Y7, Y7, Y7
-	MINMAX64(Y4, Y5)
+	VLOOP(MAX64)
 
 TEXT ·minI64AVX2(SB), NOSPLIT, $0-32
 	VPXOR Y7, Y7, Y7
-	MINMAX64(Y5, Y4)
+	VLOOP(MIN64)
 
 TEXT ·maxU64AVX2(SB), NOSPLIT, $0-32
 	SIGNBITS
-	MINMAX64(Y4, Y5)
+	VLOOP(MAX64)
 
 TEXT ·minU64AVX2(SB), NOSPLIT, $0-32
 	SIGNBITS
-	MINMAX64(Y5, Y4)
+	VLOOP(MIN64)
+
+TEXT ·mulI64AVX2(SB), NOSPLIT, $0-32
+	VLOOP(MUL64)
+
+TEXT ·mulI8AVX2(SB), NOSPLIT, $0-32
+	LOWBYTES
+	VLOOP(MUL8)

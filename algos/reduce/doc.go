@@ -18,9 +18,9 @@
 // checkptr (enabled by -race) rejects misaligned pointer conversions even on amd64.
 //
 // On amd64 CPUs that have AVX2 (detected with golang.org/x/sys/cpu), assembly kernels
-// run sums, max and min of every dtype and products of float32, float64 and 32-bit
-// integers (float16 and bfloat16 through float32, with F16C for float16), Avg's division
-// of the floats, and the two-rank ring's two-output sums and averages (Apply3Dual).
+// run every op on every dtype (float16 and bfloat16 through float32, with F16C for
+// float16), Avg's division of the floats, and the two-rank ring's two-output sums and
+// averages (Apply3Dual).
 // Go loops run everything else, every tail and every other CPU; the tests hold the
 // kernels to those loops bit for bit on random data and special values, at odd lengths
 // and offsets, and to an independent reference.

@@ -394,17 +394,12 @@ func TestAVX2MatchesGeneric(t *testing.T) {
 			}
 		}
 	}
-	// The integer kernels run where AVX2 has the instruction: sums of every width,
-	// products of 32-bit integers, max and min of every integer dtype.
+	// The integer kernels run for every op and width.
 	for _, dt := range []transport.DType{transport.Int8, transport.Uint8, transport.Int32, transport.Uint32,
 		transport.Int64, transport.Uint64} {
 		for _, op := range transport.Ops {
 			buf := make([]byte, 100)
-			want := 96
-			if op == transport.Prod && dt.Size() != 4 {
-				want = 0
-			}
-			require.Equal(t, want, fastInt(dt, op, buf, buf, buf), "%s %s", dt, op)
+			require.Equal(t, 96, fastInt(dt, op, buf, buf, buf), "%s %s", dt, op)
 		}
 	}
 }

@@ -58,6 +58,12 @@ func addI64AVX2(d, a, b *byte, n int)
 func mulI32AVX2(d, a, b *byte, n int)
 
 //go:noescape
+func mulI64AVX2(d, a, b *byte, n int)
+
+//go:noescape
+func mulI8AVX2(d, a, b *byte, n int)
+
+//go:noescape
 func mulF32AVX2(d, a, b *byte, n int)
 
 //go:noescape
@@ -232,12 +238,11 @@ func fast64(op transport.Op, d, a, b []float64) bool {
 func bytesOf[T any](s []T) *byte { return (*byte)(unsafe.Pointer(unsafe.SliceData(s))) }
 
 // fastInt runs op on the whole 32-byte blocks of integers of dt and returns how many
-// bytes it did: 0 without AVX2 or without a kernel for the pair. Sums of every width
-// (and averages, which sum), products of 32-bit integers, and max and min of every
-// integer dtype; AVX2 has no byte or 64-bit multiply. The vector instructions give Go's
-// wrapping + and *, and its max and min, so the bits are kernel3's. Each kernel is
-// called directly: a call through a func value would let the operands escape, and
-// unaligned3's stack blocks with them.
+// bytes it did: 0 without AVX2. Every op has a kernel for every width (averages sum;
+// AVX2's missing byte and 64-bit multiplies and 64-bit max and min take a few
+// instructions). The vector code gives Go's wrapping + and *, and its max and min, so
+// the bits are kernel3's. Each kernel is called directly: a call through a func value
+// would let the operands escape, and unaligned3's stack blocks with them.
 func fastInt(dt transport.DType, op transport.Op, d, a, b []byte) int {
 	n := len(d) &^ 31
 	if !useAVX2 || n == 0 {
@@ -257,10 +262,16 @@ func fastInt(dt transport.DType, op transport.Op, d, a, b []byte) int {
 			return 0
 		}
 	case transport.Prod:
-		if dt.Size() != 4 {
+		switch dt.Size() {
+		case 1:
+			mulI8AVX2(pd, pa, pb, n)
+		case 4:
+			mulI32AVX2(pd, pa, pb, n)
+		case 8:
+			mulI64AVX2(pd, pa, pb, n)
+		default:
 			return 0
 		}
-		mulI32AVX2(pd, pa, pb, n)
 	case transport.Max:
 		switch dt {
 		case transport.Int8:
