@@ -10,12 +10,12 @@
 	VADDPS Y1, Y0, Y0
 
 // F16SUM adds the 8 float16 at (SI) and at (DX) in float32 and leaves the sum rounded
-// to float16, to nearest even, in X1.
+// to float16, to nearest even, in X2.
 #define F16SUM \
 	VCVTPH2PS (SI), Y0 \
 	VCVTPH2PS (DX), Y1 \
 	VADDPS Y1, Y0, Y0 \
-	VCVTPS2PH $0, Y0, X1
+	VCVTPS2PH $0, Y0, X2
 
 // BF16CONSTS loads narrowBF16's constants: Y8 = 1, Y9 = 0x7fff, Y10 the abs mask, Y11
 // +Inf, Y12 the quiet bit (0x40 in the top half).
@@ -69,25 +69,26 @@
 	BF16PACK
 
 // F16SCALE and BF16SCALE finish an average in registers: the sum, already rounded to
-// the 16-bit type (X1 for float16; for bfloat16 Y2's lanes, before BF16PACK), widens
+// the 16-bit type (X2 for float16; for bfloat16 Y2's lanes, before BF16PACK), widens
 // again exactly, multiplies by Y6 (1/W for a power-of-two W, which gives the
 // quotient's bits) and rounds again: the two roundings of Apply3 followed by Finish.
-// Both roundings of bfloat16 are BF16RNE's. NOSCALE leaves a sum alone.
+// Both roundings of bfloat16 are BF16RNE's.
 #define F16SCALE \
-	VCVTPH2PS X1, Y0 \
+	VCVTPH2PS X2, Y0 \
 	VMULPS Y6, Y0, Y0 \
-	VCVTPS2PH $0, Y0, X1
+	VCVTPS2PH $0, Y0, X2
 
 #define BF16SCALE \
 	VPSLLD $16, Y2, Y0 \
 	VMULPS Y6, Y0, Y0 \
 	BF16RNE
 
-#define NOSCALE
 
-// F16NT2(FINISH) and BF16NT2(FINISH) are the two-output loops: a sum per 8 elements,
-// FINISH, and the result streamed to d1 (DI) and d2 (R8).
-#define F16NT2(FINISH) \
+// NT2(BODY) is the two-output loop: BODY leaves the next 8 results in X2 (a sum, and
+// for an average its scaled sum), which go to d1 (DI) and d2 (R8) past the caches. The
+// bodies: F16SUM, BF16SUMNT, and the averages F16AVG and BF16AVG (the sum, then its
+// SCALE).
+#define NT2(BODY) \
 	MOVQ d1+0(FP), DI \
 	MOVQ d2+8(FP), R8 \
 	MOVQ a+16(FP), SI \
@@ -96,35 +97,7 @@
 loop: \
 	CMPQ      CX, $8 \
 	JB        done \
-	F16SUM \
-	FINISH \
-	VMOVNTDQ  X1, (DI) \
-	VMOVNTDQ  X1, (R8) \
-	ADDQ      $16, SI \
-	ADDQ      $16, DX \
-	ADDQ      $16, DI \
-	ADDQ      $16, R8 \
-	SUBQ      $8, CX \
-	JMP       loop \
-done: \
-	SFENCE \
-	VZEROUPPER \
-	RET
-
-#define BF16NT2(FINISH) \
-	MOVQ d1+0(FP), DI \
-	MOVQ d2+8(FP), R8 \
-	MOVQ a+16(FP), SI \
-	MOVQ b+24(FP), DX \
-	MOVQ n+32(FP), CX \
-	BF16CONSTS \
-loop: \
-	CMPQ      CX, $8 \
-	JB        done \
-	BF16SUM \
-	BF16RNE \
-	FINISH \
-	BF16PACK \
+	BODY \
 	VMOVNTDQ  X2, (DI) \
 	VMOVNTDQ  X2, (R8) \
 	ADDQ      $16, SI \
@@ -137,6 +110,21 @@ done: \
 	SFENCE \
 	VZEROUPPER \
 	RET
+
+#define F16AVG \
+	F16SUM \
+	F16SCALE
+
+#define BF16SUMNT \
+	BF16SUM \
+	BF16RNE \
+	BF16PACK
+
+#define BF16AVG \
+	BF16SUM \
+	BF16RNE \
+	BF16SCALE \
+	BF16PACK
 
 // func widenF16F16C(dst *float32, src *uint16, n int)
 // dst[i] = float32(src[i]) for i < n (n a multiple of 8), exact (VCVTPH2PS).
@@ -242,7 +230,7 @@ af16:
 	CMPQ      CX, $8
 	JB        af16done
 	F16SUM
-	VMOVDQU   X1, (DI)
+	VMOVDQU   X2, (DI)
 	ADDQ      $16, SI
 	ADDQ      $16, DX
 	ADDQ      $16, DI
@@ -285,21 +273,23 @@ abfdone:
 // two-rank ring's fused step for float16 sums. n is a multiple of 8; d1 and d2 are
 // 16-byte aligned; either may equal a or b. Ends with SFENCE.
 TEXT ·addF16NT2F16C(SB), NOSPLIT, $0-40
-	F16NT2(NOSCALE)
+	NT2(F16SUM)
 
 // func addBF16NT2AVX2(d1, d2, a, b *uint16, n int)
 // addF16NT2F16C for bfloat16 (addBF16AVX2's arithmetic).
 TEXT ·addBF16NT2AVX2(SB), NOSPLIT, $0-40
-	BF16NT2(NOSCALE)
+	BF16CONSTS
+	NT2(BF16SUMNT)
 
 // func avgF16NT2F16C(d1, d2, a, b *uint16, n int, s float32)
 // addF16NT2F16C for an average: the rounded sum times s (F16SCALE).
 TEXT ·avgF16NT2F16C(SB), NOSPLIT, $0-44
 	VBROADCASTSS s+40(FP), Y6
-	F16NT2(F16SCALE)
+	NT2(F16AVG)
 
 // func avgBF16NT2AVX2(d1, d2, a, b *uint16, n int, s float32)
 // addBF16NT2AVX2 for an average (BF16SCALE).
 TEXT ·avgBF16NT2AVX2(SB), NOSPLIT, $0-44
 	VBROADCASTSS s+40(FP), Y6
-	BF16NT2(BF16SCALE)
+	BF16CONSTS
+	NT2(BF16AVG)
