@@ -100,7 +100,7 @@ func Apply3Dual(dt transport.DType, op transport.Op, world int, d1, d2, a, b []b
 // power-of-two world, of float32 and float64 with AVX2, of float16 with F16C and of
 // bfloat16 with AVX2 (outputs equally aligned).
 func DualStreams(dt transport.DType, op transport.Op, world int) bool {
-	if op != transport.Sum && !(op == transport.Avg && world >= 1 && world&(world-1) == 0) {
+	if !scaled(op, world) {
 		return false
 	}
 	switch dt {
@@ -110,6 +110,13 @@ func DualStreams(dt transport.DType, op transport.Op, world int) bool {
 		return useF16C
 	}
 	return false
+}
+
+// scaled reports whether op's result over world ranks is the sum times a power of two,
+// 1 or 1/world, which the two-output kernels multiply by exactly: a sum, or an average
+// over a power-of-two world.
+func scaled(op transport.Op, world int) bool {
+	return op == transport.Sum || op == transport.Avg && world >= 1 && world&(world-1) == 0
 }
 
 // same reports whether x and y are the same bytes.

@@ -172,7 +172,7 @@ func stream32(op transport.Op, d, a, b []float32) bool {
 // nothing.
 func streamDual[T float32 | float64](op transport.Op, world int, d1, d2, a, b []T, kern func(d1, d2, a, b *T, n int, s T)) bool {
 	esz := int(unsafe.Sizeof(T(0)))
-	if !useAVX2 || (op != transport.Sum && op != transport.Avg) || len(d1) < 256/esz {
+	if !useAVX2 || !scaled(op, world) || len(d1) < 256/esz {
 		return false
 	}
 	p1, p2 := uintptr(unsafe.Pointer(&d1[0])), uintptr(unsafe.Pointer(&d2[0]))
@@ -181,9 +181,6 @@ func streamDual[T float32 | float64](op transport.Op, world int, d1, d2, a, b []
 	}
 	scale := T(1)
 	if op == transport.Avg {
-		if world < 1 || world&(world-1) != 0 {
-			return false
-		}
 		scale = 1 / T(world)
 	}
 	edge := func(d, x, y []T) { // an edge through Go: reduce, finish, copy
@@ -389,7 +386,7 @@ func fastHalfSum(bf bool, d, a, b []uint16) int {
 // op and world and without F16C or AVX2.
 func dualHalf(op transport.Op, bf bool, world int, d1, d2, a, b []uint16) bool {
 	avg := op == transport.Avg
-	if op != transport.Sum && !(avg && world >= 1 && world&(world-1) == 0) || len(d1) < 32 || bf && !useAVX2 || !bf && !useF16C {
+	if !scaled(op, world) || len(d1) < 32 || bf && !useAVX2 || !bf && !useF16C {
 		return false
 	}
 	p1, p2 := uintptr(unsafe.Pointer(&d1[0])), uintptr(unsafe.Pointer(&d2[0]))
