@@ -75,7 +75,7 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 			c.log.Info("staged range from tune_file", "subsys", "INIT", "file", c.cfg.TuneFile, "range", r.String())
 		}
 	}
-	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes, tuned)
+	c.sel.Load().setModel(c.linkNames, hosts, c.rank, c.cfg.ChunkBytes, c.stagingBytes, tuned)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup

@@ -75,9 +75,11 @@ func newSelector(spec string) (*selector, error) {
 // setModel builds the cost model from the links and the hosts (tune.ModelFor: shm's
 // model inside a host, tcp's between hosts, the host layout when ranks span hosts, the
 // host's cores). tuned holds calibrated models by transport (`goccl tune`,
-// Config.TuneFile); a transport it does not cover keeps the built-in model.
-func (s *selector) setModel(linkNames, hosts []string, self, chunk int, tuned map[string]algos.CostModel) {
+// Config.TuneFile); a transport it does not cover keeps the built-in model. staging is
+// each rank's part of the staging area (shm.staging_bytes), which prices algos/staged.
+func (s *selector) setModel(linkNames, hosts []string, self, chunk, staging int, tuned map[string]algos.CostModel) {
 	m := tune.ModelFor(linkNames, hosts, self, chunk, tuned)
+	m.StagingBytes = staging
 	s.model = m
 	s.mu.Lock()
 	s.picks = nil

@@ -50,6 +50,11 @@ func TestStagedAllReduce(t *testing.T) {
 					opts = append(opts, goccl.WithParam("shm.staging_bytes", tc.part))
 				}
 				comms := local(t, w, opts...)
+				part := shm.StagingBytesFor(w)
+				if tc.part != "" {
+					part = 4 << 10
+				}
+				require.Equal(t, part, comms[0].CostModel().StagingBytes, "the model prices staged's windows by the part")
 				want := uint64(0)
 				for _, count := range []int{1, 7, 13, 1000, 1<<18 + 3} {
 					stagedAllReduce(t, comms, count)

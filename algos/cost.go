@@ -52,6 +52,11 @@ type CostModel struct {
 	// (transport.Eager, algos.EagerLimit; 0 = EagerBytes): every algorithm runs steps up
 	// to that size in the caller's goroutine, and above it on the pipelined path.
 	EagerBytes int
+	// StagingBytes is each rank's part of the staging area that algos/staged passes
+	// ordinary buffers through (shm.staging_bytes, which the communicator sets here; 0 =
+	// DefaultStagingBytes). A window of a staged call is half a part, and every window
+	// costs one or two hand-shakes.
+	StagingBytes int
 
 	// Inter prices the links between hosts when the ranks span several; nil means every
 	// link is like this one (one host, or a flat network). Its Beta is what one host's
@@ -109,6 +114,10 @@ var (
 			Async: 68 * time.Microsecond, Beta: 8.8e9, Gamma: 16.4e9}}
 )
 
+// DefaultStagingBytes is StagingBytes when a model leaves it 0: shm.staging_bytes'
+// default up to 4 ranks.
+const DefaultStagingBytes = 8 << 20
+
 // RDDirectMax is the largest world whose small AllReduce algos/rd runs as one direct
 // exchange; RDDirect is its rule, shared by the algorithm and the cost model.
 const RDDirectMax = 8
@@ -128,7 +137,9 @@ func RDDirect(n, w, chunk, eager int) bool {
 // priced with the links its messages really cross: a ring step waits for the slower
 // link, a tree's paths and a host's network link are counted from the tree shapes, and
 // "hier" adds its host-local and cross-host phases. Where a host's ranks outnumber its
-// Cores, Crowded's terms price them.
+// Cores, Crowded's terms price them. "staged" and "direct", which the communicator takes
+// by size (shm.staged_min, shm.direct_min) rather than by price, are priced for goccl
+// perf --predict, and only on one host: they read memory the ranks share.
 func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (time.Duration, error) {
 	if world < 1 || bytes < 0 {
 		return 0, fmt.Errorf("algos: %w: predict for %d bytes over %d ranks", transport.ErrInvalid, bytes, world)
@@ -147,7 +158,11 @@ func (m CostModel) Predict(alg string, kind transport.Kind, bytes, world int) (t
 	if world == 1 {
 		return 0, nil
 	}
-	perHost, _ := m.split(world)
+	perHost, hosts := m.split(world)
+	if hosts > 1 && oneHost[alg] {
+		return 0, fmt.Errorf("algos: %w: %s runs only when every rank is on one host (it reads memory the ranks share); "+
+			"these %d ranks span %d hosts", transport.ErrNotSupported, alg, world, hosts)
+	}
 	m = m.at(perHost).withDefaults()
 	return seconds(m.Call.Seconds() + f(m, kind, float64(bytes), world)), nil
 }
@@ -176,6 +191,9 @@ func (m CostModel) withDefaults() CostModel {
 	}
 	if m.EagerBytes < EagerBytes {
 		m.EagerBytes = EagerBytes // the floor every transport guarantees
+	}
+	if m.StagingBytes <= 0 {
+		m.StagingBytes = DefaultStagingBytes
 	}
 	if m.Overhead <= 0 {
 		// A model without a per-message cost (written before it existed, or by hand)
@@ -296,7 +314,14 @@ var nativeKinds = map[string][]transport.Kind{
 		transport.KindBarrier, transport.KindSendRecv},
 	"hier": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast},
 	"rd":   {transport.KindAllReduce},
+	"staged": {transport.KindAllReduce, transport.KindAllGather, transport.KindReduceScatter,
+		transport.KindBroadcast},
+	"direct": {transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
+		transport.KindBroadcast, transport.KindScatter, transport.KindAllToAll},
 }
+
+// oneHost lists the algorithms that read memory every rank maps, so run only on one host.
+var oneHost = map[string]bool{"staged": true, "direct": true}
 
 func natively(alg string, kind transport.Kind) bool {
 	for _, k := range nativeKinds[alg] {
@@ -307,7 +332,8 @@ func natively(alg string, kind transport.Kind) bool {
 	return false
 }
 
-var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost, "hier": hierCost, "rd": rdCost}
+var formulas = map[string]formula{"ring": ringCost, "tree": treeCost, "naive": naiveCost, "hier": hierCost, "rd": rdCost,
+	"staged": stagedCost, "direct": directCost}
 
 // formulaNames lists the algorithms Predict knows, for its error message.
 func formulaNames() string {
@@ -468,6 +494,65 @@ func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	steps, ch := lg+2*fold, m.chunks(n)
 	return steps*m.hop(w, !m.serial(n)) + m.load(w, 2*(lg+fold)*ch, 2*(float64(pw)*lg+2*e)*ch,
 		(lg+fold)*n, float64(pw)*lg*n+2*e*n, (lg+fold)*n, float64(pw)*lg*n+e*n)
+}
+
+// copied is the time a rank takes to copy c bytes itself, as staged and direct do
+// through memory the ranks share. A byte over a shm link is two such copies (the
+// sender's into the link's buffer, the receiver's out of it), which is what Beta was
+// fitted on, so c copied bytes cost as c/2 bytes on a link.
+func copied(c float64) float64 { return c / 2 }
+
+// shakes prices hand-shakes, each a dependent hop and an empty message to and from every
+// peer at every rank, with cp bytes copied (copied) and red reduced by the busiest rank
+// and cpAll and redAll by all ranks: what algos/staged and algos/direct do.
+func (m CostModel) shakes(w int, n, cp, cpAll, red, redAll float64) float64 {
+	msgs := 2 * float64(w-1) * n
+	return n*m.hop(w, false) + m.load(w, msgs, float64(w)*msgs, copied(cp), copied(cpAll), red, redAll)
+}
+
+// stagedCost prices algos/staged. The vector goes through the staging area in windows of
+// half a part (StagingBytes): per window every rank copies in what its peers reduce, and
+// after a hand-shake reduces its own slice or copies the others' out. AllReduce has two
+// hand-shakes per window, the others one, and every call one more at exit. The bytes are
+// copies each rank makes itself, not link messages (copied).
+func stagedCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	wf, slot := float64(w), float64(m.StagingBytes/2)
+	windows := math.Ceil(n / slot) // a ReduceScatter's window holds W blocks' stretches: n/slot too
+	switch kind {
+	case transport.KindAllReduce: // W-1 slices in, W-1 slices reduced into one, W slices out
+		cp, red := (2*wf-1)/wf*n, (wf-1)/wf*n
+		return m.shakes(w, 2*windows+1, cp, wf*cp, red, wf*red)
+	case transport.KindAllGather: // its own block in and to its output, W-1 blocks out
+		cp := (wf + 1) / wf * n
+		return m.shakes(w, math.Ceil(n/wf/slot)+1, cp, wf*cp, 0, 0)
+	case transport.KindReduceScatter: // W-1 blocks in, its own block reduced out of W
+		cp := (wf - 1) / wf * n
+		return m.shakes(w, windows+1, cp, wf*cp, cp, wf*cp)
+	case transport.KindBroadcast: // the root copies in and to its output, the others out
+		return m.shakes(w, windows+1, 2*n, (wf+1)*n, 0, 0)
+	}
+	return math.Inf(1)
+}
+
+// directCost prices algos/direct, which reads the peers' AllocShared buffers in place:
+// hand-shakes at entry (where the buffers are) and exit (nobody reads them any more), and
+// for AllReduce one between its reduce and its copies. A rank reduces its slice straight
+// out of every rank's input and copies what it needs from the peers' buffers (copied).
+func directCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	wf := float64(w)
+	switch kind {
+	case transport.KindAllReduce: // reduce slice r out of W inputs, copy the W-1 other slices
+		x := (wf - 1) / wf * n
+		return m.shakes(w, 3, x, wf*x, x, wf*x)
+	case transport.KindReduceScatter: // block r out of W inputs
+		x := (wf - 1) / wf * n
+		return m.shakes(w, 2, 0, 0, x, wf*x)
+	case transport.KindAllGather, transport.KindAllToAll, transport.KindBroadcast: // n bytes copied
+		return m.shakes(w, 2, n, wf*n, 0, 0)
+	case transport.KindScatter: // its block of the root's input
+		return m.shakes(w, 2, n/wf, n, 0, 0)
+	}
+	return math.Inf(1)
 }
 
 type treeStats struct{ depth, maxSends, maxChildren int }

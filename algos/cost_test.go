@@ -2,6 +2,7 @@ package algos_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -197,7 +198,7 @@ func TestPredictCrowded(t *testing.T) {
 	noCores.Cores = 0
 	plainNoCores := own
 	plainNoCores.Cores = 0
-	for _, alg := range []string{"ring", "tree", "naive", "rd"} {
+	for _, alg := range []string{"ring", "tree", "naive", "rd", "staged", "direct"} {
 		for _, k := range transport.Kinds {
 			for _, n := range []int{8, 64 << 10, 4 << 20, 64 << 20} {
 				for _, w := range []int{2, 3, 4, 16} {
@@ -268,9 +269,112 @@ func TestPredictCrowded(t *testing.T) {
 	}
 }
 
+// TestPredictStagedDirect holds staged's and direct's prices to the count of what each
+// rank does, from their package comments: hand-shakes (a hop, and W-1 empty messages to
+// and from every peer at every rank), bytes a rank copies itself (two of them cost a
+// link byte), and bytes it reduces. Staged's windows are half a staging part of the
+// vector (of one block for AllGather; the same stretch of all W blocks for
+// ReduceScatter). Where ranks outnumber the cores, an even collective costs W/Cores
+// times as much past the call; Broadcast's root copies twice what the others do.
+func TestPredictStagedDirect(t *testing.T) {
+	const alpha, over, beta, gamma, call = 3e-6, 0.5e-6, 1e9, 2e9, 1e-6
+	type price struct{ shakes, cp, red float64 }
+	staged := func(k transport.Kind, n, w, slot float64) price {
+		switch k {
+		case transport.KindAllReduce:
+			return price{2*math.Ceil(n/slot) + 1, (2*w - 1) * n / w, (w - 1) * n / w}
+		case transport.KindAllGather:
+			return price{math.Ceil(n/w/slot) + 1, (w + 1) * n / w, 0}
+		case transport.KindReduceScatter:
+			return price{math.Ceil(n/slot) + 1, (w - 1) * n / w, (w - 1) * n / w}
+		}
+		return price{math.Ceil(n/slot) + 1, 2 * n, 0} // Broadcast, at the root
+	}
+	direct := func(k transport.Kind, n, w, _ float64) price {
+		switch k {
+		case transport.KindAllReduce:
+			return price{3, (w - 1) * n / w, (w - 1) * n / w}
+		case transport.KindReduceScatter:
+			return price{2, 0, (w - 1) * n / w}
+		case transport.KindScatter:
+			return price{2, n / w, 0}
+		}
+		return price{2, n, 0} // AllGather, AllToAll, Broadcast
+	}
+	for _, tc := range []struct {
+		alg   string
+		kinds []transport.Kind
+		count func(k transport.Kind, n, w, slot float64) price
+	}{
+		{"staged", []transport.Kind{transport.KindAllReduce, transport.KindAllGather, transport.KindReduceScatter, transport.KindBroadcast}, staged},
+		{"direct", []transport.Kind{transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
+			transport.KindBroadcast, transport.KindScatter, transport.KindAllToAll}, direct},
+	} {
+		for _, staging := range []int{0, 1 << 20} {
+			m := algos.CostModel{Call: seconds(call), Alpha: seconds(alpha), Overhead: seconds(over), Beta: beta, Gamma: gamma,
+				StagingBytes: staging}
+			slot := float64(algos.DefaultStagingBytes / 2)
+			if staging > 0 {
+				slot = float64(staging / 2)
+			}
+			for _, k := range tc.kinds {
+				for _, w := range []int{2, 3, 5, 8} {
+					for _, n := range []int{0, 1, 1001, 512 << 10, 512<<10 + 40, 3<<20 + 120, 64 << 20} {
+						p := tc.count(k, float64(n), float64(w), slot)
+						want := call + p.shakes*(alpha+2*float64(w-1)*over) + p.cp/2/beta + p.red/gamma
+						got, err := m.Predict(tc.alg, k, n, w)
+						require.NoError(t, err)
+						require.InDelta(t, want, got.Seconds(), 2e-9, "%s %s, %d bytes over %d ranks, staging %d", tc.alg, k, n, w, staging)
+						// Two cores: every hop waits W/2 times as long, and every rank's
+						// work is spread over the two.
+						crowded := m
+						crowded.Cores = 2
+						got, err = crowded.Predict(tc.alg, k, n, w)
+						require.NoError(t, err)
+						if w > 2 && k != transport.KindBroadcast {
+							want = call + float64(w)/2*(want-call)
+						}
+						if w > 2 && k == transport.KindBroadcast {
+							wf, nf := float64(w), float64(n)
+							cp := max(p.cp, (wf+1)*nf/2) // the root's copies, or all ranks' over the cores
+							if tc.alg == "direct" {
+								cp = wf * nf / 2
+							}
+							want = call + wf/2*p.shakes*(alpha+2*(wf-1)*over) + cp/2/beta
+						}
+						require.InDelta(t, want, got.Seconds(), 2e-9, "%s %s, %d bytes over %d ranks on 2 cores", tc.alg, k, n, w)
+					}
+				}
+			}
+		}
+		// A collective it does not implement is priced as what would run instead.
+		for _, k := range []transport.Kind{transport.KindReduce, transport.KindGather, transport.KindBarrier, transport.KindSendRecv} {
+			if slices.Contains(tc.kinds, k) {
+				continue
+			}
+			fb := "ring"
+			if k != transport.KindReduce {
+				fb = "naive"
+			}
+			want, err := algos.ShmModel.Predict(fb, k, 4<<20, 4)
+			require.NoError(t, err)
+			got, err := algos.ShmModel.Predict(tc.alg, k, 4<<20, 4)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s %s falls back to %s", tc.alg, k, fb)
+		}
+		// Both read memory the ranks share, so neither runs across hosts.
+		_, err := spanning(4).Predict(tc.alg, transport.KindAllReduce, 1<<20, 8)
+		require.ErrorIs(t, err, transport.ErrNotSupported)
+		require.ErrorContains(t, err, tc.alg+" runs only when every rank is on one host")
+		require.ErrorContains(t, err, "these 8 ranks span 2 hosts")
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
 func TestPredictShape(t *testing.T) {
 	m := algos.TCPModel
-	for _, name := range []string{"ring", "tree", "naive"} {
+	for _, name := range []string{"ring", "tree", "naive", "staged", "direct"} {
 		for _, k := range transport.Kinds {
 			for _, w := range []int{1, 2, 5, 128, 1024} {
 				prev := time.Duration(-1)

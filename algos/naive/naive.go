@@ -322,18 +322,20 @@ func scatter(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 }
 
 // allToAll exchanges blocks pairwise: at step k, send to rank+k and receive from rank-k,
-// so every rank talks to one sender and one receiver at a time. In-place, the blocks
-// still to be sent are saved first, as received blocks overwrite them.
+// so every rank talks to one sender and one receiver at a time. In-place, the W-1 blocks
+// for the peers are saved first, as received blocks overwrite them; the rank's own block
+// stays where it is.
 func allToAll(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	n := len(a.Send) / w
-	src := a.Send
+	src, own := a.Send, a.Send[rank*n:(rank+1)*n]
 	if algos.SameMemory(a.Send, a.Recv) {
 		src = algos.GetScratch(len(a.Send))
 		defer algos.PutScratch(src)
-		copy(src, a.Send)
+		copy(src[:rank*n], a.Send[:rank*n])
+		copy(src[(rank+1)*n:], a.Send[(rank+1)*n:])
 	}
-	copy(a.Recv[rank*n:(rank+1)*n], src[rank*n:(rank+1)*n])
+	algos.CopyDistinct(a.Recv[rank*n:(rank+1)*n], own)
 	if algos.OneEagerMessage(p, n, cs) { // every send fits the links without a receive beside it
 		for k := 1; k < w; k++ {
 			to, from := (rank+k)%w, (rank-k+w)%w

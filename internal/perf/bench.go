@@ -13,7 +13,6 @@ import (
 	"github.com/goccl/goccl"
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/direct"
-	"github.com/goccl/goccl/algos/staged"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -266,18 +265,15 @@ func (b *bench) direct(bytes int64) bool {
 }
 
 // predict is the --predict part of a row: the model's time for the algorithm the
-// communicator runs for this call (what auto chose, or the configured one after any
-// fallback).
+// communicator runs for this call (direct where the buffers are shared, what auto chose,
+// or the configured one after any fallback).
 func (b *bench) predict(bytes int64, measuredUs float64) Prediction {
-	if b.direct(bytes) {
-		return Prediction{Algo: direct.Name, Unpriced: true} // the model has no formula for it
+	name := direct.Name
+	if !b.direct(bytes) {
+		name, _ = b.comm.Algo(b.o.Coll.Kind, int(bytes))
 	}
-	name, _ := b.comm.Algo(b.o.Coll.Kind, int(bytes))
 	if name == "" || name == "nccl" {
 		return Prediction{} // an error, or NCCL's own collective: nothing the model prices
-	}
-	if name == staged.Name {
-		return Prediction{Algo: name, Unpriced: true} // chosen by shm.staged_min, not priced
 	}
 	d, err := b.model.Predict(name, b.o.Coll.Kind, int(bytes), b.n)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,20 +271,42 @@ func TestEndToEndShared(t *testing.T) {
 			require.Contains(t, out, "read them in place (algorithm direct)")
 			rows := parseRows(t, out)
 			require.NotEmpty(t, rows)
-			direct := 0
 			for _, r := range rows {
 				require.Equal(t, "0", r.wrongOOP, "%+v", r)
 				require.Equal(t, "0", r.wrIP, "%+v", r)
 			}
-			for _, line := range strings.Split(out, "\n") {
-				if strings.HasSuffix(line, " direct") {
-					direct++
-				}
-			}
+			direct := pricedRows(t, out, "direct")
 			require.Positive(t, direct, "no row ran direct:\n%s", out)
 		})
 	}
-	out, errOut, code := runPerf(t, nil, "all_reduce", "--np", "2", "--transport", "tcp", "-b", "1M", "-e", "1M", "-n", "2", "-c", "1", "-R", "2")
+	// Without -R 2, 3 ranks pass every non-empty AllGather through the staging area.
+	out, errOut, code := runPerf(t, nil, "all_gather", "--np", "3", "--transport", "shm",
+		"-b", "3", "-e", "3M", "-f", "9", "-n", "2", "-w", "1", "-c", "1", "--predict")
+	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, 5, pricedRows(t, out, "staged"), out) // every row but the empty first one
+	out, errOut, code = runPerf(t, nil, "all_reduce", "--np", "2", "--transport", "tcp", "-b", "1M", "-e", "1M", "-n", "2", "-c", "1", "-R", "2")
 	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Contains(t, out, "not shared (not every link is shm")
+}
+
+// pricedRows counts the rows of a --predict table that ran alg, and checks that the
+// model priced each of them: a positive time and a finite error in its columns.
+func pricedRows(t *testing.T, out, alg string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 16 || strings.HasPrefix(line, "#") || f[15] != alg {
+			continue
+		}
+		n++
+		var us, errPct float64
+		_, err := fmt.Sscan(f[13], &us)
+		require.NoError(t, err, "model time of %q", line)
+		require.Positive(t, us, line)
+		_, err = fmt.Sscan(f[14], &errPct)
+		require.NoError(t, err, "model error of %q", line)
+		require.False(t, math.IsNaN(errPct) || math.IsInf(errPct, 0), line)
+	}
+	return n
 }

@@ -278,7 +278,6 @@ type Prediction struct {
 	Algo       string
 	TimeUs     float64
 	MeasuredUs float64
-	Unpriced   bool // Algo ran, but the model has no formula for it (direct, staged)
 }
 
 // RowPredict prints the --predict columns (model time, its error against the
@@ -287,8 +286,6 @@ func (r *Report) RowPredict(p Prediction) {
 	switch {
 	case p.Algo == "":
 		r.printf("  %7s  %6s  %s", "N/A", "N/A", "none")
-	case p.Unpriced:
-		r.printf("  %7s  %6s  %s", "N/A", "N/A", p.Algo)
 	default:
 		errPct := math.NaN()
 		if p.MeasuredUs > 0 {
@@ -302,7 +299,7 @@ func (r *Report) RowPredict(p Prediction) {
 		js.key("algorithm")
 		js.str(p.Algo)
 		js.key("time")
-		if p.Algo == "" || p.Unpriced {
+		if p.Algo == "" {
 			js.null()
 		} else {
 			js.double(p.TimeUs)
