@@ -54,9 +54,10 @@ type Comm struct {
 	loopDone  chan struct{}
 	watchStop chan struct{} // closed by Close once no operation runs: the watchdog returns
 	watchDone chan struct{}
-	seq       uint64   // operations issued so far; touched only under execMu
-	sendSeq   []uint64 // point-to-point messages sent to each peer
-	recvSeq   []uint64 // and received from it
+	seq       uint64    // operations issued so far; touched only under execMu
+	sendSeq   []uint64  // point-to-point messages sent to each peer
+	recvSeq   []uint64  // and received from it
+	p2p       p2pHelper // runs SendRecv's receives beside their sends (p2p.go); under execMu
 	splitSeq  atomic.Uint64
 	shareSeq  atomic.Uint64 // AllocShared calls so far
 
@@ -201,6 +202,7 @@ func (c *Comm) Close() error {
 	close(c.quit)
 	<-c.loopDone
 	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
+	c.p2p.stop()
 	c.execMu.Unlock()
 	// The watchdog runs until nothing does: it is what ends an operation that outlives
 	// its deadline, and Close waits for the operations.

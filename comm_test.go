@@ -294,29 +294,67 @@ func TestWorldSizeDisagreement(t *testing.T) {
 	require.Contains(t, errs[0].Error(), "world size")
 }
 
+// TestSendRecvInPlace: a ring shift with SendRecv, in place and into another buffer,
+// over every transport goroutine ranks can use, at 0, 1, odd and large sizes (past the
+// links' eager size, where sender and receiver wait for each other), three calls in a
+// row per size (the receive runs on a goroutine that lives from call to call), each
+// checked element by element; mixed with Send and Recv alone.
 func TestSendRecvInPlace(t *testing.T) {
 	const world = 3
-	comms := local(t, world)
-	errs := runRanks(comms, func(c *goccl.Comm) error {
-		r := c.Rank()
-		buf := make([]int64, 1031)
-		for i := range buf {
-			buf[i] = int64(r*100000 + i)
-		}
-		b := goccl.HostSlice(buf)
-		if err := c.SendRecv(context.Background(), b, (r+1)%world, b, (r+world-1)%world, len(buf), goccl.Int64); err != nil {
-			return err
-		}
-		p := (r + world - 1) % world
-		for i, x := range buf {
-			if x != int64(p*100000+i) {
-				return fmt.Errorf("rank %d: buf[%d] = %d, want %d", r, i, x, p*100000+i)
+	for _, tr := range []string{"inmem", "shm", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			sizes := []int{0, 1, 7, 1031, 1<<17 + 3}
+			if raceEnabledExt && tr == "shm" {
+				sizes = sizes[:4] // see race_on_test.go
 			}
-		}
-		return nil
-	})
-	for _, err := range errs {
-		require.NoError(t, err)
+			comms := local(t, world, goccl.WithTransport(tr), goccl.WithTimeout(20*time.Second))
+			errs := runRanks(comms, func(c *goccl.Comm) error {
+				ctx := context.Background()
+				r := c.Rank()
+				next, prev := (r+1)%world, (r+world-1)%world
+				for _, n := range sizes {
+					for call := range 3 {
+						for _, inPlace := range []bool{true, false} {
+							buf := make([]int64, n)
+							for i := range buf {
+								buf[i] = int64(r*1000003 + call*7919 + i)
+							}
+							out := buf
+							if !inPlace {
+								out = make([]int64, n)
+							}
+							if err := c.SendRecv(ctx, goccl.HostSlice(buf), next, goccl.HostSlice(out), prev, n, goccl.Int64); err != nil {
+								return err
+							}
+							for i, x := range out {
+								if want := int64(prev*1000003 + call*7919 + i); x != want {
+									return fmt.Errorf("rank %d, %d elements, call %d, in place %v: [%d] = %d, want %d", r, n, call, inPlace, i, x, want)
+								}
+							}
+						}
+					}
+					// Send and Recv alone, even ranks first, so that nobody waits on itself.
+					one := []int64{int64(r*10 + n)}
+					got := make([]int64, 1)
+					for turn := range 2 {
+						if (r%2 == 0) == (turn == 0) {
+							if err := c.Send(ctx, goccl.HostSlice(one), 1, goccl.Int64, next); err != nil {
+								return err
+							}
+						} else if err := c.Recv(ctx, goccl.HostSlice(got), 1, goccl.Int64, prev); err != nil {
+							return err
+						}
+					}
+					if got[0] != int64(prev*10+n) {
+						return fmt.Errorf("rank %d: Recv got %d from rank %d, want %d", r, got[0], prev, prev*10+n)
+					}
+				}
+				return nil
+			})
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+		})
 	}
 }
 

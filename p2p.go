@@ -1,10 +1,11 @@
 package goccl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"unsafe"
 
+	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -58,39 +59,45 @@ func (c *Comm) runP2P(ctx context.Context, send Buffer, sendPeer int, recv Buffe
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: sendrecv: %w", c.rank, err)
 	}
-	if sendPeer >= 0 && recvPeer >= 0 && n > 0 && overlaps(sb[:n], rb[:n]) {
+	var serr, rerr error
+	if sendPeer >= 0 && recvPeer >= 0 && n > 0 && !algos.Apart(sb[:n], rb[:n]) {
 		// In place: what goes out must be the data from before the receive lands.
-		sb = append([]byte(nil), sb[:n]...)
+		tmp := algos.GetScratch(n)
+		defer algos.PutScratch(tmp)
+		copy(tmp, sb[:n])
+		sb = tmp
 	}
-	errc := make(chan error, 1)
+	var r p2pRecv
+	if recvPeer >= 0 {
+		c.recvSeq[recvPeer]++
+		r = p2pRecv{ctx: ctx, conn: c.links[recvPeer], h: transport.Header{Seq: c.recvSeq[recvPeer], Fp: fp}, buf: rb[:n]}
+	}
+	var done chan error
+	if recvPeer >= 0 && sendPeer >= 0 {
+		// The receive runs beside the send, as either may wait for the other rank's side,
+		// and the send on the calling goroutine, so that its message leaves at once.
+		done = c.p2p.start(r)
+	}
 	if sendPeer >= 0 {
 		c.sendSeq[sendPeer]++
 		h := transport.Header{Seq: c.sendSeq[sendPeer], Fp: fp}
-		go func() {
-			if err := c.links[sendPeer].Send(ctx, h, sb[:n]); err != nil {
-				errc <- fmt.Errorf("goccl: rank %d: send to rank %d: %w", c.rank, sendPeer, err)
-				return
-			}
-			errc <- nil
-		}()
-	} else {
-		errc <- nil
-	}
-	var rerr error
-	if recvPeer >= 0 {
-		c.recvSeq[recvPeer]++
-		h := transport.Header{Seq: c.recvSeq[recvPeer], Fp: fp}
-		if err := c.links[recvPeer].Recv(ctx, h, rb[:n]); err != nil {
-			rerr = fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, recvPeer, err)
+		if serr = c.links[sendPeer].Send(ctx, h, sb[:n]); serr != nil {
+			serr = fmt.Errorf("goccl: rank %d: send to rank %d: %w", c.rank, sendPeer, serr)
 		}
 	}
-	serr := <-errc
-	if rerr == nil {
-		rerr = serr
+	switch {
+	case done != nil:
+		rerr = <-done
+	case recvPeer >= 0:
+		rerr = r.conn.Recv(r.ctx, r.h, r.buf)
 	}
 	if rerr != nil {
+		rerr = fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, recvPeer, rerr)
+	}
+	err = cmp.Or(rerr, serr)
+	if err != nil {
 		finish(false)
-		return rerr
+		return err
 	}
 	return finish(true)
 }
@@ -116,12 +123,6 @@ func (c *Comm) checkP2P(send Buffer, sendPeer int, recv Buffer, recvPeer int, co
 	return nil
 }
 
-// overlaps reports whether two non-empty byte slices share memory.
-func overlaps(a, b []byte) bool {
-	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
-}
-
 type p2pDesc struct {
 	dt             DType
 	count, to, frm int
@@ -129,4 +130,49 @@ type p2pDesc struct {
 
 func (d p2pDesc) String() string {
 	return fmt.Sprintf("sendrecv %s count=%d to %d from %d", d.dt, d.count, d.to, d.frm)
+}
+
+// p2pRecv is the receive of a point-to-point call.
+type p2pRecv struct {
+	ctx  context.Context
+	conn transport.Conn
+	h    transport.Header
+	buf  []byte
+}
+
+// p2pHelper is a goroutine, started by the first SendRecv that both sends and
+// receives, that runs such calls' receives while the caller sends. One that lives
+// from call to call keeps the stack its receive grew: a goroutine per call grew a
+// fresh stack every time, and with the send on it, a rank with one core spun in its
+// receive before its own send had left (SendRecv of 8 bytes over shm: 6 us a call,
+// where an AllReduce takes 0.5; BENCHMARKS.md, "Speed", 33c). Used under execMu.
+type p2pHelper struct {
+	req     chan p2pRecv
+	done    chan error
+	stopped chan struct{}
+}
+
+// start hands r to the helper (starting it the first time) and returns the channel
+// its error arrives on.
+func (h *p2pHelper) start(r p2pRecv) chan error {
+	if h.req == nil {
+		h.req, h.done, h.stopped = make(chan p2pRecv, 1), make(chan error, 1), make(chan struct{})
+		go func() {
+			defer close(h.stopped)
+			for r := range h.req {
+				h.done <- r.conn.Recv(r.ctx, r.h, r.buf)
+			}
+		}()
+	}
+	h.req <- r
+	return h.done
+}
+
+// stop ends the helper, if it started, once no call uses it (Close, under execMu).
+func (h *p2pHelper) stop() {
+	if h.req != nil {
+		close(h.req)
+		<-h.stopped
+		h.req = nil
+	}
 }

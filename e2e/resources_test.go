@@ -106,6 +106,10 @@ func TestResourcesAfterClose(t *testing.T) {
 					if errs[r] == nil && xs[n-1] != float32(w*(w-1)/2) {
 						errs[r] = fmt.Errorf("rank %d: got %v", r, xs[n-1])
 					}
+					if errs[r] == nil { // and the goroutine that runs SendRecv's receives
+						b := goccl.HostSlice(xs)
+						errs[r] = c.SendRecv(context.Background(), b, (r+1)%w, b, (r+w-1)%w, n, goccl.Float32)
+					}
 				}()
 			}
 			wg.Wait()

@@ -6,9 +6,10 @@
 //	goccl run -n 2 -- /tmp/lat -mode sync -count 2 -n 300000
 //
 // -mode sync calls AllReduce (blocking), async calls AllReduceAsync and waits for each,
-// burst issues -bw calls and then waits for them; -prof PREFIX writes a CPU profile per
-// rank (PREFIX.RANK) of the timed loop. The transport and every other setting come from
-// the GOCCL_* environment, as in any goccl program.
+// burst issues -bw calls and then waits for them; -op sendrecv times SendRecv to the next
+// rank from the previous instead (in place, or with -oop into another buffer); -prof
+// PREFIX writes a CPU profile per rank (PREFIX.RANK) of the timed loop. The transport and
+// every other setting come from the GOCCL_* environment, as in any goccl program.
 package main
 
 import (
@@ -28,16 +29,21 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
+	op := flag.String("op", "allreduce", "allreduce or sendrecv")
+	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	flag.Parse()
-	if err := run(*n, *mode, *prof, *bw, *count); err != nil {
+	if err := run(*n, *mode, *prof, *op, *oop, *bw, *count); err != nil {
 		fmt.Fprintln(os.Stderr, "lat:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, mode, prof string, bw, count int) error {
+func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
+	}
+	if op != "allreduce" && op != "sendrecv" {
+		return fmt.Errorf("-op %q: want allreduce or sendrecv", op)
 	}
 	if n < 1 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -bw %d, -count %d: want n >= 1, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, bw, count)
@@ -52,26 +58,42 @@ func run(n int, mode, prof string, bw, count int) error {
 	for i := range xs {
 		xs[i] = float32(i % 7)
 	}
-	buf := goccl.HostSlice(xs)
+	buf, out := goccl.HostSlice(xs), goccl.HostSlice(xs)
+	if oop {
+		out = goccl.HostSlice(make([]float32, count))
+	}
+	next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+	call := func() error {
+		if op == "sendrecv" {
+			return c.SendRecv(ctx, buf, next, out, prev, count, goccl.Float32)
+		}
+		return c.AllReduce(ctx, buf, out, count, goccl.Float32, goccl.Sum)
+	}
+	issue := func() *goccl.Work {
+		if op == "sendrecv" {
+			return c.SendRecvAsync(ctx, buf, next, out, prev, count, goccl.Float32)
+		}
+		return c.AllReduceAsync(ctx, buf, out, count, goccl.Float32, goccl.Sum)
+	}
 	ws := make([]*goccl.Work, bw)
 	loop := func(k int) error {
 		switch mode {
 		case "sync":
 			for range k {
-				if err := c.AllReduce(ctx, buf, buf, len(xs), goccl.Float32, goccl.Sum); err != nil {
+				if err := call(); err != nil {
 					return err
 				}
 			}
 		case "async":
 			for range k {
-				if err := c.AllReduceAsync(ctx, buf, buf, len(xs), goccl.Float32, goccl.Sum).Wait(ctx); err != nil {
+				if err := issue().Wait(ctx); err != nil {
 					return err
 				}
 			}
 		case "burst":
 			for i := 0; i < k; i += bw {
 				for j := range ws {
-					ws[j] = c.AllReduceAsync(ctx, buf, buf, len(xs), goccl.Float32, goccl.Sum)
+					ws[j] = issue()
 				}
 				for _, w := range ws {
 					if err := w.Wait(ctx); err != nil {
@@ -102,7 +124,7 @@ func run(n int, mode, prof string, bw, count int) error {
 	}
 	d := time.Since(t)
 	if c.Rank() == 0 {
-		fmt.Printf("%s: %.2f us/op\n", mode, float64(d.Nanoseconds())/1e3/float64(n))
+		fmt.Printf("%s %s: %.2f us/op\n", op, mode, float64(d.Nanoseconds())/1e3/float64(n))
 	}
 	return nil
 }
