@@ -7,7 +7,8 @@
 //
 // -mode sync calls AllReduce (blocking), async calls AllReduceAsync and waits for each,
 // burst issues -bw calls and then waits for them; -op sendrecv times SendRecv to the next
-// rank from the previous instead (in place, or with -oop into another buffer); -prof
+// rank from the previous instead (in place, or with -oop into another buffer), and -op
+// pingpong a round trip of Send and Recv between ranks 0 and 1 (-mode sync only); -prof
 // PREFIX writes a CPU profile per rank (PREFIX.RANK) of the timed loop. The transport and
 // every other setting come from the GOCCL_* environment, as in any goccl program.
 package main
@@ -29,7 +30,7 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
-	op := flag.String("op", "allreduce", "allreduce or sendrecv")
+	op := flag.String("op", "allreduce", "allreduce, sendrecv or pingpong")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	flag.Parse()
 	if err := run(*n, *mode, *prof, *op, *oop, *bw, *count); err != nil {
@@ -42,8 +43,8 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
-	if op != "allreduce" && op != "sendrecv" {
-		return fmt.Errorf("-op %q: want allreduce or sendrecv", op)
+	if op != "allreduce" && op != "sendrecv" && op != "pingpong" || op == "pingpong" && mode != "sync" {
+		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong with -mode sync", op, mode)
 	}
 	if n < 1 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -bw %d, -count %d: want n >= 1, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, bw, count)
@@ -64,7 +65,20 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 	}
 	next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
 	call := func() error {
-		if op == "sendrecv" {
+		switch {
+		case op == "pingpong" && c.Rank() == 0:
+			if err := c.Send(ctx, buf, count, goccl.Float32, 1); err != nil {
+				return err
+			}
+			return c.Recv(ctx, out, count, goccl.Float32, 1)
+		case op == "pingpong" && c.Rank() == 1:
+			if err := c.Recv(ctx, out, count, goccl.Float32, 0); err != nil {
+				return err
+			}
+			return c.Send(ctx, buf, count, goccl.Float32, 0)
+		case op == "pingpong":
+			return nil
+		case op == "sendrecv":
 			return c.SendRecv(ctx, buf, next, out, prev, count, goccl.Float32)
 		}
 		return c.AllReduce(ctx, buf, out, count, goccl.Float32, goccl.Sum)
