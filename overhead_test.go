@@ -89,6 +89,17 @@ func BenchmarkCallOverhead(b *testing.B) {
 			}
 		}
 	})
+	b.Run("send-then-recv-8B", func(b *testing.B) { // two point-to-point calls
+		b.ReportAllocs()
+		for range b.N {
+			if err := c.Send(ctx, buf, 2, goccl.Float32, 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Recv(ctx, buf, 2, goccl.Float32, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.Run("allreduce-8B-cancellable-ctx", func(b *testing.B) {
