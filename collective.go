@@ -12,7 +12,7 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// call is one collective as the user issued it.
+// call is one collective (or SendRecv) as the user issued it.
 type call struct {
 	kind       Kind
 	send, recv Buffer
@@ -20,6 +20,7 @@ type call struct {
 	dt         DType
 	op         Op
 	root       int
+	to, from   int // SendRecv's peers (-1: that half is skipped)
 }
 
 func (k *call) fingerprint() transport.Fingerprint {
@@ -58,7 +59,7 @@ func (p *opPeers) Header(tag uint32) transport.Header {
 	return h
 }
 
-// collective queues k and returns its Work.
+// collective queues k (a collective or a SendRecv) and returns its Work.
 func (c *Comm) collective(ctx context.Context, k call) *Work {
 	w := &Work{ctx: ctx, opSpec: opSpec{coll: k}}
 	w.opSpec.prepare()

@@ -312,7 +312,8 @@ type opRec struct {
 	queued, started, finished int64
 	algo, err                 string
 	desc                      fmt.Stringer
-	fp                        transport.Fingerprint // a collective's, when desc is nil
+	fp                        transport.Fingerprint // a collective's or SendRecv's, when desc is nil
+	to, from                  int                   // a SendRecv's peers
 }
 
 // queued records w, which runs op, as issued at now (and, with running, as started at
@@ -322,7 +323,7 @@ func (f *flight) queued(w *Work, op *opSpec, now int64, running bool) {
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
 	r.seq, r.state, r.queued, r.started, r.finished = f.n, OpQueued, now, 0, 0
-	r.algo, r.err, r.desc, r.fp = "", "", op.desc, op.fp
+	r.algo, r.err, r.desc, r.fp, r.to, r.from = "", "", op.desc, op.fp, op.coll.to, op.coll.from
 	if running {
 		r.state, r.started = OpRunning, now
 	}
@@ -370,7 +371,7 @@ func (c *Comm) FlightRecord() []OpRecord {
 		if in.desc != nil {
 			r.Op = in.desc.String()
 		} else {
-			r.Op = in.fp.String()
+			r.Op = opName(in.fp, in.to, in.from)
 		}
 		if r.State == OpRunning {
 			r.Waiting = c.waitingOn()

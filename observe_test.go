@@ -287,6 +287,52 @@ func TestFlightRecordOfFinishedOperations(t *testing.T) {
 	}
 }
 
+// SendRecv, blocking and asynchronous, and Send and Recv alone, are recorded like
+// collectives: the flight record names the dtype, count and both peers (-1 for a half
+// that is skipped), the algorithm "p2p" and the state; Stats counts their calls and
+// bytes.
+func TestFlightRecordOfPointToPoint(t *testing.T) {
+	comms := local(t, 2)
+	ctx := context.Background()
+	errs := runRanks(comms, func(c *goccl.Comm) error {
+		peer := 1 - c.Rank()
+		out, in := []int32{1, 2, 3}, make([]int32, 3)
+		if err := c.SendRecv(ctx, goccl.HostSlice(out), peer, goccl.HostSlice(in), peer, 3, goccl.Int32); err != nil {
+			return err
+		}
+		if err := c.SendRecvAsync(ctx, goccl.HostSlice(out), peer, goccl.HostSlice(in), peer, 3, goccl.Int32).Wait(ctx); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			return c.Send(ctx, goccl.HostSlice(out[:2]), 2, goccl.Int32, peer)
+		}
+		return c.Recv(ctx, goccl.HostSlice(in[:2]), 2, goccl.Int32, peer)
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for r, c := range comms {
+		recs := c.FlightRecord()
+		require.Len(t, recs, 3, "rank %d", r)
+		last := "sendrecv int32 count=2 to 1 from -1"
+		if r == 1 {
+			last = "sendrecv int32 count=2 to -1 from 0"
+		}
+		peer := 1 - r
+		for i, want := range []string{fmt.Sprintf("sendrecv int32 count=3 to %d from %d", peer, peer), "", last} {
+			if want == "" {
+				want = recs[0].Op
+			}
+			require.Equal(t, want, recs[i].Op, "rank %d, record %d", r, i)
+			require.Equal(t, goccl.OpDone, recs[i].State, "rank %d, record %d", r, i)
+			require.Equal(t, "p2p", recs[i].Algo, "rank %d, record %d", r, i)
+		}
+		st := c.Stats().ByAlgo["p2p"]
+		require.Equal(t, uint64(3), st.Calls, "rank %d", r)
+		require.Equal(t, uint64(12+12+8), st.Bytes, "rank %d", r)
+	}
+}
+
 // An AllReduce whose output reaches algos.ColdBytes receives its last step with
 // RecvCold (shm's non-temporal copy, through the observer): values against the exact
 // sum, and the links' byte counts as the ring moves them (at 2 ranks each rank sends

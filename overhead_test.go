@@ -147,6 +147,26 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("a blocking 8-byte AllReduce allocated %.1f times per call, want 0", allocs)
 	}
+	// Send and Recv alone, against the same echo: what goes out comes back.
+	got := []float32{0, 0}
+	allocs = testing.AllocsPerRun(200, func() {
+		xs[0], xs[1] = 5, 6
+		if err := comms[0].Send(ctx, buf, 2, goccl.Float32, 1); err != nil && callErr == nil {
+			callErr = err
+		}
+		if err := comms[0].Recv(ctx, goccl.HostSlice(got), 2, goccl.Float32, 1); err != nil && callErr == nil {
+			callErr = err
+		}
+	})
+	if callErr != nil {
+		t.Fatal(callErr)
+	}
+	if got[0] != 5 || got[1] != 6 {
+		t.Fatalf("Recv got %v, want [5 6]", got)
+	}
+	if allocs != 0 {
+		t.Fatalf("a blocking Send and Recv allocated %.1f times per pair, want 0", allocs)
+	}
 }
 
 // The ring's and the double tree's steps at more than two ranks were built per call: the

@@ -35,18 +35,18 @@ func (c *Comm) RecvAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 // from recvPeer into recv, concurrently (a ring shift, a pairwise exchange). A peer of
 // -1 skips that half.
 func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
-	return c.runSync(ctx, &opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
-		w.algo = "p2p"
-		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
-	}})
+	return c.runSync(ctx, &opSpec{coll: p2pCall(send, sendPeer, recv, recvPeer, count, dt)})
 }
 
 // SendRecvAsync queues a SendRecv.
 func (c *Comm) SendRecvAsync(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) *Work {
-	return c.submit(&Work{ctx: ctx, opSpec: opSpec{desc: p2pDesc{dt, count, sendPeer, recvPeer}, bytes: count * dt.Size(), run: func(ctx context.Context, w *Work) error {
-		w.algo = "p2p"
-		return c.runP2P(ctx, send, sendPeer, recv, recvPeer, count, dt)
-	}}})
+	return c.collective(ctx, p2pCall(send, sendPeer, recv, recvPeer, count, dt))
+}
+
+// p2pCall is a SendRecv as a call: run like a collective, with its own message sequence
+// per peer (runP2P), and with nothing allocated for it.
+func p2pCall(send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) call {
+	return call{kind: KindSendRecv, send: send, recv: recv, count: count, dt: dt, root: -1, to: sendPeer, from: recvPeer}
 }
 
 func (c *Comm) runP2P(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
@@ -123,13 +123,13 @@ func (c *Comm) checkP2P(send Buffer, sendPeer int, recv Buffer, recvPeer int, co
 	return nil
 }
 
-type p2pDesc struct {
-	dt             DType
-	count, to, frm int
-}
-
-func (d p2pDesc) String() string {
-	return fmt.Sprintf("sendrecv %s count=%d to %d from %d", d.dt, d.count, d.to, d.frm)
+// opName names an operation for the flight recorder and traces: its fingerprint, and a
+// SendRecv's peers.
+func opName(fp transport.Fingerprint, to, from int) string {
+	if fp.Kind != KindSendRecv {
+		return fp.String()
+	}
+	return fmt.Sprintf("%s to %d from %d", fp, to, from)
 }
 
 // p2pRecv is the receive of a point-to-point call.

@@ -30,7 +30,7 @@ type Work struct {
 
 // opSpec is what an operation does.
 type opSpec struct {
-	run   func(ctx context.Context, w *Work) error // nil for a collective: coll says what to run
+	run   func(ctx context.Context, w *Work) error // nil for a collective or SendRecv: coll says what to run
 	coll  call
 	fp    transport.Fingerprint // coll's, computed once (fingerprint)
 	desc  fmt.Stringer          // what run does, for the flight recorder and trace; formatted only when read
@@ -114,7 +114,7 @@ func (op *opSpec) describe() string {
 	if op.desc != nil {
 		return op.desc.String()
 	}
-	return op.fp.String()
+	return opName(op.fp, op.coll.to, op.coll.from)
 }
 
 func doneWork(err error) *Work {
@@ -308,11 +308,12 @@ func (c *Comm) execute(w *Work, start int64) int64 {
 // inline Work of runSync, or a queued one (execute, op is w's own).
 func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 	var hdr transport.Header
-	if op.run == nil {
+	coll := op.run == nil && op.coll.kind != KindSendRecv // takes the next collective header
+	if coll {
 		hdr = transport.Header{Seq: c.seq + 1, Fp: op.fp}
 	}
 	if !p.cancelled {
-		if op.run == nil {
+		if coll {
 			c.opStartLocked(w.ctx, start, p.dl, &hdr)
 		} else {
 			c.opStartLocked(w.ctx, start, p.dl, nil)
@@ -327,11 +328,15 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 		err = fmt.Errorf("goccl: rank %d: operation cancelled before it started: %w", c.rank, ctxErr(w.ctx))
 	} else {
 		c.arm(w.ctx)
-		if op.run != nil {
+		switch k := &op.coll; {
+		case op.run != nil:
 			err = op.run(&c.op, w)
-		} else {
+		case !coll:
+			w.algo = "p2p"
+			err = c.runP2P(&c.op, k.send, k.to, k.recv, k.from, k.count, k.dt)
+		default:
 			c.seq = hdr.Seq
-			err = c.runCollective(&c.op, w, &op.coll, hdr)
+			err = c.runCollective(&c.op, w, k, hdr)
 		}
 	}
 	return c.finish(w, op, start, p, err)
