@@ -130,42 +130,41 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 	}()
 	xs := []float32{1, 2}
 	buf := goccl.HostSlice(xs)
-	var callErr error
-	allocs := testing.AllocsPerRun(200, func() {
-		xs[0], xs[1] = 1, 2
-		if err := comms[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum); err != nil && callErr == nil {
-			callErr = err
+	// noAllocs runs calls 200 times and fails unless they succeeded allocating nothing.
+	noAllocs := func(what string, calls func() error) {
+		t.Helper()
+		var callErr error
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := calls(); err != nil && callErr == nil {
+				callErr = err
+			}
+		})
+		if callErr != nil {
+			t.Fatal(callErr)
 		}
-	})
-	if callErr != nil {
-		t.Fatal(callErr)
+		if allocs != 0 {
+			t.Fatalf("%s allocated %.1f times per run, want 0", what, allocs)
+		}
 	}
+	noAllocs("a blocking 8-byte AllReduce", func() error {
+		xs[0], xs[1] = 1, 2
+		return comms[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum)
+	})
 	// Against an echo link the "peer" holds the same input: the sum is twice it.
 	if xs[0] != 2 || xs[1] != 4 {
 		t.Fatalf("got %v, want [2 4]", xs)
 	}
-	if allocs != 0 {
-		t.Fatalf("a blocking 8-byte AllReduce allocated %.1f times per call, want 0", allocs)
-	}
 	// Send and Recv alone, against the same echo: what goes out comes back.
 	got := []float32{0, 0}
-	allocs = testing.AllocsPerRun(200, func() {
+	noAllocs("a blocking Send and Recv", func() error {
 		xs[0], xs[1] = 5, 6
-		if err := comms[0].Send(ctx, buf, 2, goccl.Float32, 1); err != nil && callErr == nil {
-			callErr = err
+		if err := comms[0].Send(ctx, buf, 2, goccl.Float32, 1); err != nil {
+			return err
 		}
-		if err := comms[0].Recv(ctx, goccl.HostSlice(got), 2, goccl.Float32, 1); err != nil && callErr == nil {
-			callErr = err
-		}
+		return comms[0].Recv(ctx, goccl.HostSlice(got), 2, goccl.Float32, 1)
 	})
-	if callErr != nil {
-		t.Fatal(callErr)
-	}
 	if got[0] != 5 || got[1] != 6 {
 		t.Fatalf("Recv got %v, want [5 6]", got)
-	}
-	if allocs != 0 {
-		t.Fatalf("a blocking Send and Recv allocated %.1f times per pair, want 0", allocs)
 	}
 }
 
