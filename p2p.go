@@ -33,7 +33,8 @@ func (c *Comm) RecvAsync(ctx context.Context, buf Buffer, count int, dt DType, p
 
 // SendRecv sends count elements of send to sendPeer while receiving count elements
 // from recvPeer into recv, concurrently (a ring shift, a pairwise exchange). A peer of
-// -1 skips that half.
+// -1 skips that half. send and recv may be the same memory: what goes out is the data
+// from before the call.
 func (c *Comm) SendRecv(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
 	return c.runSync(ctx, &opSpec{coll: p2pCall(send, sendPeer, recv, recvPeer, count, dt)})
 }
