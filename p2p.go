@@ -50,8 +50,10 @@ func p2pCall(send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt
 	return call{kind: KindSendRecv, send: send, recv: recv, count: count, dt: dt, root: -1, to: sendPeer, from: recvPeer}
 }
 
-func (c *Comm) runP2P(ctx context.Context, send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {
-	fp := transport.Fingerprint{Kind: KindSendRecv, DType: dt, Count: uint64(count), Root: -1}
+// runP2P runs op, a SendRecv (p2pCall), whose fingerprint prepare computed.
+func (c *Comm) runP2P(ctx context.Context, op *opSpec) error {
+	k, fp := &op.coll, op.fp
+	send, sendPeer, recv, recvPeer, count, dt := k.send, k.to, k.recv, k.from, k.count, k.dt
 	if err := c.checkP2P(send, sendPeer, recv, recvPeer, count, dt); err != nil {
 		return err
 	}

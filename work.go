@@ -333,7 +333,7 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 			err = op.run(&c.op, w)
 		case !coll:
 			w.algo = "p2p"
-			err = c.runP2P(&c.op, k.send, k.to, k.recv, k.from, k.count, k.dt)
+			err = c.runP2P(&c.op, op)
 		default:
 			c.seq = hdr.Seq
 			err = c.runCollective(&c.op, w, k, hdr)
