@@ -152,6 +152,17 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 		c.out.wakeConsumer()
 		return nil
 	}
+	if n <= shortMax {
+		need := uint64(recordBytes + pad(n))
+		if err := c.waitSpace(ctx, need); err != nil {
+			return c.opErr("send to", err)
+		}
+		c.out.put(c.head+recordBytes, payload, false)
+		c.out.putRecord(c.head, &rec, kindShort) // after the payload (see ring)
+		c.head += need
+		c.out.wakeConsumer()
+		return nil
+	}
 	if c.opts.SingleCopy != SingleCopyOff && !c.scOff && n >= c.opts.SingleCopyMin {
 		done, err := c.sendSingle(ctx, rec, payload)
 		if err != nil || done {
@@ -161,16 +172,16 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 	return c.sendRing(ctx, rec, payload)
 }
 
-// TrySend sends payload only when it fits in one record (shm.inlineMax bytes) and the
-// ring has room for it now (transport.TrySender): then it does what Send does for such
-// a message, and nothing can make it wait, except that the record's stamp is a
+// TrySend sends payload only when it goes with its record (up to shortMax bytes) and
+// the ring has room for it now (transport.TrySender): then it does what Send does for
+// such a message, and nothing can make it wait, except that the record's stamp is a
 // release store rather than a fenced one and the receiver is woken by Flush. A fence
 // right after the stamp would hold this core until the line the peer polls is its own
 // again; without it the caller's next work overlaps that transfer (the two-rank 8-byte
 // AllReduce 0.50 to 0.48 us, BENCHMARKS.md, "Speed", 25).
 func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 	n := len(payload)
-	if n > inlineMax || len(c.token) > 0 && !c.attached.Load() {
+	if n > shortMax || len(c.token) > 0 && !c.attached.Load() {
 		return false, nil
 	}
 	if !atomic.CompareAndSwapInt32(&c.sending, 0, 1) {
@@ -180,7 +191,11 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 	if err := c.usable("send to", true); err != nil {
 		return false, err
 	}
-	if !c.fits(recordBytes) && !c.refits(recordBytes) {
+	need, kind := uint64(recordBytes), byte(kindInline)
+	if n > inlineMax {
+		need, kind = uint64(recordBytes+pad(n)), kindShort
+	}
+	if !c.fits(need) && !c.refits(need) {
 		return false, nil
 	}
 	// Straight into the ring (no record on the stack to copy): the consumer reads
@@ -188,10 +203,14 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 	rec := c.out.data[c.head&c.out.mask:][:recordBytes]
 	f := transport.Frame{Header: h, Len: uint64(n)}
 	f.Encode(rec)
-	copy(rec[recInline:], payload)
+	if kind == kindInline {
+		copy(rec[recInline:], payload)
+	} else {
+		c.out.put(c.head+recordBytes, payload, false)
+	}
 	raceRelease(c.out.race)
-	storeRelease64(c.out.stampWord(c.head), stamp(c.head, kindInline))
-	c.head += recordBytes
+	storeRelease64(c.out.stampWord(c.head), stamp(c.head, kind))
+	c.head += need
 	return true, nil
 }
 

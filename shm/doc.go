@@ -14,9 +14,11 @@
 //
 // Each direction is a lock-free single-producer single-consumer ring with head and tail
 // on separate cache lines. Messages up to 16 bytes ride inside their 64-byte header
-// record; larger ones follow it, written and published chunk by chunk so the receiver
-// copies (or, through transport.Streamer, reduces straight from the ring) one chunk
-// while the next is being written. A sender may also write a message in place
+// record, and messages up to 2 KiB follow it whole, written before the
+// record's stamp: the receiver of either waits for the stamp alone. Larger ones follow
+// it written and published chunk by chunk, so the receiver copies (or, through
+// transport.Streamer, reduces straight from the ring) one chunk while the next is being
+// written. A sender may also write a message in place
 // (transport.Reserver: room for it in the ring, published as it is written), which is
 // how the two-rank ring writes its reduced chunks. A waiting rank polls for 2 µs (two PAUSEs apart, so
 // that it does not pull the line the peer is writing back between the writer's stores),

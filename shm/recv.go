@@ -93,6 +93,9 @@ func (c *conn) recv(ctx context.Context, want transport.Header, n int, dst []byt
 		c.in.release(c.tail)
 		return nil
 	}
+	if kind == kindShort {
+		return c.recvShort(n, dst, fn)
+	}
 	return c.recvRing(ctx, n, dst, fn, cold)
 }
 
@@ -109,7 +112,7 @@ func (c *conn) readRecord(ctx context.Context, want transport.Header, n int) (by
 	if err := f.Decode(rec[:]); err != nil {
 		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w", c.peer, err))
 	}
-	if kind < kindData || kind > kindSingle || (kind == kindInline && f.Len > inlineMax) {
+	if kind < kindData || kind > kindShort || (kind == kindInline && f.Len > inlineMax) || (kind == kindShort && f.Len > shortMax) {
 		return 0, c.fail(fmt.Errorf("shm: recv from rank %d: %w: record kind %d with %d bytes", c.peer, transport.ErrProtocol, kind, f.Len))
 	}
 	if err := f.Check(c.self, c.peer, want, n); err != nil {
@@ -143,6 +146,24 @@ func (c *conn) recvRing(ctx context.Context, n int, dst []byte, fn func(int, []b
 		c.tail += uint64(take)
 		c.in.release(c.tail)
 	}
+	return nil
+}
+
+// recvShort delivers a kindShort payload, complete in the ring since its stamp, in at
+// most two pieces (the ring's end may cut it at a multiple of 64 bytes).
+func (c *conn) recvShort(n int, dst []byte, fn func(int, []byte) error) error {
+	pos := c.tail + recordBytes
+	for off := 0; off < n; {
+		p := c.in.span(pos+uint64(off), n-off)
+		if dst != nil {
+			copy(dst[off:], p)
+		} else if err := fn(off, p); err != nil {
+			return c.fail(err)
+		}
+		off += len(p)
+	}
+	c.tail = pos + uint64(pad(n))
+	c.in.release(c.tail)
 	return nil
 }
 

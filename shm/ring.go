@@ -17,6 +17,18 @@ import (
 // starts on a 64-byte boundary, so a record never straddles the ring's end and every
 // piece handed to a RecvStream callback starts at a multiple of 64 bytes of its message.
 //
+// A record is complete when its stamp, stored last, names its position. A payload of up
+// to inlineMax bytes rides inside its record (kindInline), and one of up to shortMax in
+// the lines after it, written before the stamp (kindShort): the consumer of either needs
+// the stamp alone, and the producer stores no head for them (a later publish covers
+// them). A longer payload (kindData) follows its record chunk by chunk, each chunk
+// published through head, so the consumer copies one chunk while the next is written.
+// For a small payload head only costs another line between the cores: the two-rank
+// AllReduce of 1 KiB took 1.25 us as a data record and 0.80 as a short one. From 4 KiB
+// the short record was the slower (1.6 against 1.8-2.0 us; at 16 KiB 2.5 against
+// 4.1), for a reason not pinned down: its consumer polls the record line beside the
+// lines being written, a data record's polls head (BENCHMARKS.md, "Speed", 34).
+//
 // Waiting uses an eventcount per side: the waiter reads seq, raises its waiting flag,
 // re-checks the condition and sleeps on seq; the other side, after moving head or tail,
 // bumps seq and wakes only when the flag is up. Go atomics are sequentially consistent,
@@ -42,10 +54,12 @@ const (
 	recAddr     = 48 // uint64: the sender's payload address (kindSingle)
 	recInline   = 48 // payload bytes (kindInline)
 	inlineMax   = recordBytes - recInline
+	shortMax    = 2 << 10 // the largest kindShort payload
 
-	kindData   = 1 // payload follows the record, padded to 64 bytes
+	kindData   = 1 // payload follows the record, padded to 64 bytes, published by head
 	kindInline = 2 // payload inside the record
 	kindSingle = 3 // receiver reads the payload from the sender's memory, then releases the record
+	kindShort  = 4 // payload follows the record, padded to 64 bytes, written before the stamp
 )
 
 // Control block offsets, each written by one side only, one cache line apart.

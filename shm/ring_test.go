@@ -16,7 +16,7 @@ func TestRecordStamps(t *testing.T) {
 	ctl := make([]byte, 512)
 	data := make([]byte, size)
 	r := newRing(ctl, data)
-	kinds := []byte{kindInline, kindData, kindSingle}
+	kinds := []byte{kindInline, kindData, kindSingle, kindShort}
 	for i := 0; i < 3*size/recordBytes; i++ {
 		pos := uint64(i) * recordBytes
 		kind := kinds[i%len(kinds)]

@@ -226,7 +226,7 @@ var modes = []struct {
 // TestSizes sends sizes around every boundary of the record, chunk and ring layout,
 // both ways at once, through Recv and through RecvStream.
 func TestSizes(t *testing.T) {
-	sizes := []int{0, 1, 15, 16, 17, 63, 64, 65, 4095, 4096, 4097, 3 * 4099, 64<<10 - 1, 64 << 10, 64<<10 + 1, 1<<20 + 3, 5<<20 + 11}
+	sizes := []int{0, 1, 15, 16, 17, 63, 64, 65, shortMax - 1, shortMax, shortMax + 1, 4095, 4096, 4097, 3 * 4099, 64<<10 - 1, 64 << 10, 64<<10 + 1, 1<<20 + 3, 5<<20 + 11}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			a, b, _ := pair(t, m.params)

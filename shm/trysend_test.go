@@ -3,6 +3,7 @@
 package shm
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,16 +15,16 @@ import (
 	"github.com/goccl/goccl/transport/transporttest"
 )
 
-// TrySend (transport.TrySender): a message of at most one record goes at once and
-// arrives as Send's would; a larger one, one that finds the ring full, and one that
-// finds another Send inside the link are not sent (and the link stays usable); a
-// closed link refuses it with an error.
+// TrySend (transport.TrySender): a message that goes with its record (up to shortMax
+// bytes) goes at once and arrives as Send's would; a larger one, one that finds the ring
+// full, and one that finds another Send inside the link are not sent (and the link
+// stays usable); a closed link refuses it with an error.
 func TestTrySend(t *testing.T) {
 	ctx := ctxT(t)
 	a, b, _ := pair(t, transport.Params{"shm.ring_bytes": "64K", "shm.spin": "0"})
 	var ts transport.TrySender = a
 
-	for i, n := range []int{0, 1, 7, inlineMax} {
+	for i, n := range []int{0, 1, 7, inlineMax, inlineMax + 1, 1000, shortMax} {
 		h := transporttest.Header(uint64(i), n, 3)
 		p := transporttest.Pattern(n, uint64(i))
 		sent, err := ts.TrySend(h, p)
@@ -35,9 +36,9 @@ func TestTrySend(t *testing.T) {
 		require.Equal(t, p, got)
 	}
 
-	sent, err := ts.TrySend(transporttest.Header(9, inlineMax+1, 0), make([]byte, inlineMax+1))
+	sent, err := ts.TrySend(transporttest.Header(9, shortMax+1, 0), make([]byte, shortMax+1))
 	require.NoError(t, err)
-	require.False(t, sent, "a message larger than a record")
+	require.False(t, sent, "a message larger than a short record")
 
 	// Fill the 64 KiB ring: 1024 records, then no room.
 	h := transporttest.Header(10, 8, 0)
@@ -101,4 +102,58 @@ func TestTrySendFlushWakesASleeper(t *testing.T) {
 		require.NoError(t, <-done)
 		require.Equal(t, transporttest.Pattern(8, uint64(i)), got)
 	}
+}
+
+// Messages that go with their record (kindShort: more than inlineMax bytes, up to
+// shortMax) arrive whole through Send and TrySend, through Recv and RecvStream, also
+// where the ring's end cuts the payload; a larger message goes as a data record.
+func TestShortRecords(t *testing.T) {
+	ctx := ctxT(t)
+	a, b, _ := pair(t, transport.Params{"shm.ring_bytes": "64K"})
+	sizes := []int{inlineMax + 1, 63, 64, 65, 100, 1000, shortMax - 1, shortMax, shortMax + 1, 3000, 9000}
+	kinds := map[byte]int{}
+	cut := 0 // payloads the ring's end cut in two
+	for i := range 300 {
+		n := sizes[i%len(sizes)]
+		h := transporttest.Header(uint64(i), n, 5)
+		p := transporttest.Pattern(n, uint64(i))
+		tryIt := i%2 == 0 && n <= shortMax
+		if tryIt {
+			sent, err := a.TrySend(h, p)
+			require.NoError(t, err)
+			require.True(t, sent, "message %d, %d bytes", i, n)
+			a.Flush()
+		} else {
+			require.NoError(t, a.Send(ctx, h, p), "message %d, %d bytes", i, n)
+		}
+		kind := byte(atomic.LoadUint64(b.in.stampWord(b.tail)))
+		kinds[kind]++
+		want := byte(kindShort)
+		if n > shortMax {
+			want = kindData
+		}
+		require.Equal(t, want, kind, "message %d, %d bytes (try %v)", i, n, tryIt)
+		if start := (b.tail + recordBytes) & b.in.mask; start+uint64(n) > b.in.size {
+			cut++
+		}
+		got := make([]byte, n)
+		if i%3 == 0 {
+			require.NoError(t, b.Recv(ctx, h, got), "message %d", i)
+		} else {
+			delivered := 0
+			require.NoError(t, b.RecvStream(ctx, h, n, func(off int, q []byte) error {
+				if off%recordBytes != 0 || off != delivered {
+					return fmt.Errorf("piece at offset %d after %d bytes", off, delivered)
+				}
+				delivered += copy(got[off:], q)
+				return nil
+			}), "message %d", i)
+			require.Equal(t, n, delivered, "message %d", i)
+		}
+		require.Empty(t, transporttest.Diff(got, p), "message %d, %d bytes", i, n)
+	}
+	require.Positive(t, cut, "no short payload crossed the ring's end: the test missed the wrap")
+	require.Positive(t, kinds[kindShort])
+	require.Positive(t, kinds[kindData])
+	require.Equal(t, a.head, b.tail, "the two sides disagree on the stream position")
 }
