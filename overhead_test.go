@@ -51,7 +51,36 @@ func (e *echoConn) Recv(_ context.Context, _ transport.Header, buf []byte) error
 	return nil
 }
 
-func init() { transport.Register(echoTransport{}) }
+// echoTryTransport is echoTransport with links that also take TrySend
+// (transport.TrySender), so a two-rank AllReduce of up to 1 KiB takes the fast path
+// (fastpath.go) and its benchmark measures that path's own work.
+type echoTryTransport struct{ echoTransport }
+
+func (echoTryTransport) Name() string { return "echo-try-bench" }
+
+func (echoTryTransport) Open(_ context.Context, l transport.Local) (transport.Endpoint, error) {
+	return echoTryEndpoint{}, nil
+}
+
+type echoTryEndpoint struct{ echoEndpoint }
+
+func (echoTryEndpoint) Connect(_ context.Context, p transport.PeerInfo) (transport.Conn, error) {
+	return &echoTryConn{echoConn{peer: p.Rank}}, nil
+}
+
+type echoTryConn struct{ echoConn }
+
+func (e *echoTryConn) TrySend(h transport.Header, p []byte) (bool, error) {
+	e.last = append(e.last[:0], p...)
+	return true, nil
+}
+
+func (e *echoTryConn) Flush() {}
+
+func init() {
+	transport.Register(echoTransport{})
+	transport.Register(echoTryTransport{})
+}
 
 // BenchmarkCallOverhead is the CPU cost of one small AllReduce/Broadcast to goccl itself
 // (2 ranks, ring, one rank running against echoing links). Compare it with the 8-byte
@@ -108,6 +137,28 @@ func BenchmarkCallOverhead(b *testing.B) {
 			if err := c.AllReduce(cctx, buf, buf, 2, goccl.Float32, goccl.Sum); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	// The two-rank fast path (fastpath.go), over links that take TrySend.
+	fast, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-try-bench"), goccl.WithAlgo("ring"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		for _, c := range fast {
+			c.Close()
+		}
+	}()
+	b.Run("allreduce-8B-fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			xs[0], xs[1] = 1, 2
+			if err := fast[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if xs[0] != 2 || xs[1] != 4 {
+			b.Fatalf("the fast path summed 1, 2 with itself to %v", xs)
 		}
 	})
 }
