@@ -42,6 +42,12 @@ import (
 // general way (finish). When any condition does not hold, the call takes the general
 // path (runSync), which sends the same message under the same header and tag, so ranks
 // on either path understand each other.
+//
+// A blocking Send, Recv or SendRecv of host memory, at any world size, takes the same
+// shape (fastP2P): its message first when the link takes it at once, then the books,
+// then its receive, and its end left pending. In a ping-pong each rank's books then
+// run while the other's message is on its way, and a SendRecv receives on the caller's
+// goroutine instead of its helper's.
 type fastPath struct {
 	obs     *obsConn            // the observer of the link to the other rank (two ranks only)
 	raw     transport.Conn      // the link itself
@@ -49,8 +55,9 @@ type fastPath struct {
 	pending pendingEnd          // written without mu while set is false (under execMu)
 	set     atomic.Bool         // pending holds an end not yet recorded
 	clock   tscClock            // the end's clock; under execMu
-	sent    uint64              // calls that sent on this path, for tests; under execMu
-	calls   uint64              // of those, the ones that succeeded
+	sent    uint64              // AllReduces that sent on this path, for tests; under execMu
+	p2p     uint64              // point-to-point calls that took this path, for tests
+	calls   uint64              // calls on this path that succeeded, both kinds
 }
 
 // tscClock converts time-stamp counter ticks to monoNow's nanoseconds, for the one
@@ -103,30 +110,29 @@ func (k *tscClock) since(ns, startTick, tick int64) int64 {
 
 // pendingEnd is a finished call's end, not yet recorded.
 type pendingEnd struct {
-	rec   uint64 // its flight record
-	end   int64  // monoNow
-	took  time.Duration
-	algo  string
-	bytes int
+	rec      uint64 // its flight record
+	end      int64  // monoNow
+	took     time.Duration
+	algo     string
+	bytes    int        // for Stats
+	link     *linkState // the link its receive came over, nil for none
+	received int        // and the bytes it received
 }
 
-// initFastPath sets the fast path up for a two-rank communicator whose link can try.
+// initFastPath sets the fast path up: the two-rank AllReduce's for a two-rank
+// communicator whose link can try, and the counter's clock for any with such a link.
 func (c *Comm) initFastPath() {
+	for peer := range c.size {
+		if o := c.obsLink(peer); o != nil && o.try != nil {
+			tscUsable() // read /proc/cpuinfo now, not in the first call
+			break
+		}
+	}
 	if c.size != 2 {
 		return
 	}
-	var o *obsConn
-	switch l := c.links[1-c.rank].(type) {
-	case *obsConn:
-		o = l
-	case *obsStreamConn:
-		o = l.obsConn
-	default:
-		return
-	}
-	if t, ok := o.Conn.(transport.TrySender); ok {
-		c.fast.obs, c.fast.raw, c.fast.try = o, o.Conn, t
-		tscUsable() // read /proc/cpuinfo now, not in the first call
+	if o := c.obsLink(1 - c.rank); o != nil && o.try != nil {
+		c.fast.obs, c.fast.raw, c.fast.try = o, o.Conn, o.try
 	}
 }
 
@@ -142,9 +148,10 @@ func (c *Comm) lock() {
 // as the link observer does for its receive; the caller holds mu.
 func (c *Comm) settleLocked() {
 	p := &c.fast.pending
-	s := c.fast.obs.state
-	s.recvSince.Store(0)
-	s.received.Add(uint64(p.bytes))
+	if s := p.link; s != nil {
+		s.recvSince.Store(0)
+		s.received.Add(uint64(p.received))
+	}
 	c.opRunning, c.opUser = false, nil
 	c.op.deadline.Store(0)
 	c.flight.end(p.rec, p.end, p.algo, nil)
@@ -179,24 +186,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	c.fast.sent++
 
 	// The books, while the peer's message is on its way.
-	start := monoNow()
-	var startTick int64
-	if k := &c.fast.clock; k.perTick != 0 || tscUsable() {
-		startTick = rdtsc()
-		if k.due(start) && monoNow()-start < tscPairSlack {
-			k.pair(start, startTick)
-		}
-	}
-	p := c.prep(ctx, start)
-	p.cancelled = false // it has started: a context done by now cancels it (arm)
-	in := &c.inline
-	c.lock()
-	in.ctx, in.algo, in.err = ctx, sp.name, nil
-	c.flight.queued(in, op, start, true)
-	c.opStartLocked(ctx, start, p.dl, &hdr)
-	c.mu.Unlock()
-	c.opSince = start
-	c.arm(ctx)
+	start, tick, p := c.fastBegin(ctx, op, sp.name, &hdr)
 	// The send above and the receive below are the link's own, and this is what the
 	// observer does around them (obsConn.send, recv), except that a receive that
 	// succeeds is counted and unmarked when its end is settled: nobody reads the mark
@@ -226,25 +216,133 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	}
 	if err != nil {
 		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, sp.name, err)
-		c.finish(in, op, start, p, c.failOp(&c.op, hdr, err))
-		err, in.ctx = in.err, nil
-		return true, err
+		return true, c.fastFail(op, start, p, c.failOp(&c.op, hdr, err))
 	}
+	return true, c.fastEnd(op, start, tick, p, s, bytes)
+}
+
+// fastP2P runs a blocking SendRecv, Send or Recv of host memory on the fast path if it
+// may (done) and returns its error; the caller holds execMu and releases it after. As
+// for the two-rank AllReduce, the message goes first when the link takes it at once
+// (transport.TrySender; over shm up to 2 KiB), then the books, then the receive; the
+// end is left pending. Over shm that takes a Send and a Recv of 8 bytes, each a
+// rank's half of a ping-pong, from 0.55 to 0.4 us (BENCHMARKS.md, "Speed", 34). Any
+// world size: a point-to-point call uses only its peers' links.
+func (c *Comm) fastP2P(ctx context.Context, op *opSpec) (done bool, err error) {
+	k := &op.coll
+	if k.kind != KindSendRecv || op.run != nil || c.unusable.Load() || c.queued.Load() != 0 ||
+		c.traceLog || c.tracer != nil || c.shared.live > 0 || ctx.Err() != nil {
+		return false, nil
+	}
+	to, from := k.to, k.from
+	if k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host || c.checkP2P(k.send, to, k.recv, from, k.count, k.dt) != nil {
+		return false, nil // the general path says what is wrong
+	}
+	n := k.count * k.dt.Size()
+	var out, in *obsConn
+	if to >= 0 {
+		if out = c.obsLink(to); out == nil || out.try == nil {
+			return false, nil
+		}
+	}
+	if from >= 0 {
+		if in = c.obsLink(from); in == nil {
+			return false, nil
+		}
+	}
+	if out != nil {
+		// Before the receive, so an in-place call's message is what it held before.
+		h := transport.Header{Seq: c.sendSeq[to] + 1, Fp: op.fp}
+		if sent, err := out.try.TrySend(h, k.send.Bytes()[:n]); err != nil || !sent {
+			return false, nil // the general path sends it, or reports the link's error
+		}
+		c.sendSeq[to] = h.Seq
+	}
+	c.fast.p2p++
+
+	start, tick, p := c.fastBegin(ctx, op, "p2p", nil)
+	if out != nil {
+		out.state.sent.Add(uint64(n))
+		out.try.Flush()
+	}
+	if in == nil {
+		return true, c.fastEnd(op, start, tick, p, nil, 0)
+	}
+	s := in.state
+	c.recvSeq[from]++
+	in.mark(&s.recvSince)
+	if err = in.Conn.Recv(&c.op, transport.Header{Seq: c.recvSeq[from], Fp: op.fp}, k.recv.Bytes()[:n]); err != nil {
+		err = in.settle(err, &s.recvSince, &s.received, n, "receive from", start)
+		return true, c.fastFail(op, start, p, fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, from, err))
+	}
+	return true, c.fastEnd(op, start, tick, p, s, n)
+}
+
+// obsLink is the observer of the link to peer (nil for none).
+func (c *Comm) obsLink(peer int) *obsConn {
+	switch l := c.links[peer].(type) {
+	case *obsConn:
+		return l
+	case *obsStreamConn:
+		return l.obsConn
+	}
+	return nil
+}
+
+// fastBegin keeps a fast call's books at its start, once its message has left: the
+// clock (and the counter's, see tscClock), the flight record, the deadline, the
+// caller's context armed. hdr is a collective's header, nil for a SendRecv.
+func (c *Comm) fastBegin(ctx context.Context, op *opSpec, algo string, hdr *transport.Header) (start, tick int64, p opPrep) {
+	start = monoNow()
+	if k := &c.fast.clock; k.perTick != 0 || tscUsable() {
+		tick = rdtsc()
+		if k.due(start) && monoNow()-start < tscPairSlack {
+			k.pair(start, tick)
+		}
+	}
+	p = c.prep(ctx, start)
+	p.cancelled = false // it has started: a context done by now cancels it (arm)
+	in := &c.inline
+	c.lock()
+	in.ctx, in.algo, in.err = ctx, algo, nil
+	c.flight.queued(in, op, start, true)
+	c.opStartLocked(ctx, start, p.dl, hdr)
+	c.mu.Unlock()
+	c.opSince = start
+	c.arm(ctx)
+	return start, tick, p
+}
+
+// fastFail ends a fast call that failed with err, the general way, and returns the
+// error the caller gets.
+func (c *Comm) fastFail(op *opSpec, start int64, p opPrep, err error) error {
+	in := &c.inline
+	c.finish(in, op, start, p, err)
+	err, in.ctx = in.err, nil
+	return err
+}
+
+// fastEnd ends a fast call that succeeded, begun at start (tick on the counter), whose
+// receive of n bytes came over the link with state s (nil for none): as a pending end,
+// or through finish when the operation context was cancelled after its last message.
+func (c *Comm) fastEnd(op *opSpec, start, tick int64, p opPrep, s *linkState, n int) error {
 	var end int64
 	if c.fast.clock.perTick != 0 {
-		end = c.fast.clock.since(start, startTick, rdtsc())
+		end = c.fast.clock.since(start, tick, rdtsc())
 	} else {
 		end = monoNow()
 	}
-	if c.op.Context.Err() != nil { // cancelled after its last message: finish refreshes the context
-		o.settle(nil, &s.recvSince, &s.received, bytes, "receive from", start)
-		c.finish(in, op, start, p, nil)
-		err, in.ctx = in.err, nil
-		return true, err
+	in := &c.inline
+	if c.op.Context.Err() != nil { // finish refreshes the context
+		if s != nil {
+			s.recvSince.Store(0)
+			s.received.Add(uint64(n))
+		}
+		return c.fastFail(op, start, p, nil)
 	}
-	c.fast.pending = pendingEnd{rec: in.rec, end: end, took: time.Duration(end - start), algo: sp.name, bytes: bytes}
+	c.fast.pending = pendingEnd{rec: in.rec, end: end, took: time.Duration(end - start), algo: in.algo, bytes: op.bytes, link: s, received: n}
 	c.fast.set.Store(true)
 	c.fast.calls++
 	in.ctx = nil // do not keep the caller's context alive
-	return true, nil
+	return nil
 }

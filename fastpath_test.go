@@ -291,3 +291,237 @@ func TestFastAllReduceTimes(t *testing.T) {
 	require.LessOrEqual(t, took, wall)
 	require.Greater(t, took, wall/10, "%d calls", s.Ops)
 }
+
+// shmLocal is world ranks of this process over shm.
+func shmLocal(t *testing.T, world int, opts ...Option) []*Comm {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	comms, err := InitLocal(ctx, world, append([]Option{WithTransport("shm")}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	return comms
+}
+
+// checkFast fails unless the fast point-to-point path ran (or did not, as want says)
+// for call, which it runs.
+func checkFast(c *Comm, want bool, what string, call func() error) error {
+	before := c.fast.p2p
+	if err := call(); err != nil {
+		return fmt.Errorf("rank %d, %s: %w", c.rank, what, err)
+	}
+	if got := c.fast.p2p != before; got != want {
+		return fmt.Errorf("rank %d, %s: took the fast path %v, want %v", c.rank, what, got, want)
+	}
+	return nil
+}
+
+// The point-to-point fast path (fastP2P), at 2 and 3 ranks: a SendRecv (a ring shift,
+// in place and into another buffer), a Send and a Recv take it when the link takes the
+// message at once (over shm up to 2 KiB), and deliver every element; larger messages
+// take the general path and deliver too.
+func TestFastP2PValues(t *testing.T) {
+	for _, world := range []int{2, 3} {
+		t.Run(fmt.Sprint(world), func(t *testing.T) {
+			comms := shmLocal(t, world)
+			// int32 elements: 0, 1, 7, odd near 1 KiB and 2 KiB in all (fast); 4 KiB and
+			// one element, and 128 KiB and three (the general path).
+			sizes := []struct {
+				n    int
+				fast bool
+			}{{0, true}, {1, true}, {7, true}, {255, true}, {512, true}, {1025, false}, {1<<15 + 3, false}}
+			errs := runRanksInternal(comms, func(c *Comm) error {
+				ctx := context.Background()
+				r := c.rank
+				next, prev := (r+1)%world, (r+world-1)%world
+				val := func(rank, call, i int) int32 { return int32(rank*1000003 + call*7919 + i) }
+				for _, sz := range sizes {
+					n := sz.n
+					for call := range 3 {
+						for _, inPlace := range []bool{true, false} {
+							buf := make([]int32, n)
+							for i := range buf {
+								buf[i] = val(r, call, i)
+							}
+							out := buf
+							if !inPlace {
+								out = make([]int32, n)
+							}
+							// The first call of a link may find its peer not yet attached.
+							what := fmt.Sprintf("SendRecv of %d int32, call %d, in place %v", n, call, inPlace)
+							if err := checkFast(c, sz.fast || call == 0, what, func() error {
+								return c.SendRecv(ctx, HostSlice(buf), next, HostSlice(out), prev, n, Int32)
+							}); err != nil && (call > 0 || sz.fast) {
+								return err
+							}
+							for i, x := range out {
+								if want := val(prev, call, i); x != want {
+									return fmt.Errorf("rank %d, %s: [%d] = %d, want %d", r, what, i, x, want)
+								}
+							}
+						}
+					}
+					// Send and Recv alone, even ranks first, so that nobody waits on itself.
+					one := make([]int32, n)
+					for i := range one {
+						one[i] = val(r, 5, i)
+					}
+					got := make([]int32, n)
+					for turn := range 2 {
+						if (r%2 == 0) == (turn == 0) {
+							if err := checkFast(c, sz.fast, fmt.Sprintf("Send of %d int32", n), func() error {
+								return c.Send(ctx, HostSlice(one), n, Int32, next)
+							}); err != nil {
+								return err
+							}
+						} else if err := checkFast(c, true, fmt.Sprintf("Recv of %d int32", n), func() error {
+							return c.Recv(ctx, HostSlice(got), n, Int32, prev)
+						}); err != nil {
+							return err
+						}
+					}
+					for i, x := range got {
+						if want := val(prev, 5, i); x != want {
+							return fmt.Errorf("rank %d: Recv of %d int32: [%d] = %d, want %d", r, n, i, x, want)
+						}
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				require.NoError(t, err, "rank %d", r)
+			}
+		})
+	}
+}
+
+// pingPong8 runs n ping-pongs of 8 bytes between the two ranks (rank 0 sends first),
+// then n SendRecvs of 12 bytes, under ctxFor(rank), checking every value.
+func pingPong8(comms []*Comm, n int, ctxFor func(rank int) context.Context) []error {
+	return runRanksInternal(comms, func(c *Comm) error {
+		ctx := ctxFor(c.rank)
+		peer := 1 - c.rank
+		for i := range n {
+			out, in := []int32{int32(c.rank), int32(i)}, make([]int32, 2)
+			for turn := range 2 {
+				var err error
+				if (turn == 0) == (c.rank == 0) {
+					err = c.Send(ctx, HostSlice(out), 2, Int32, peer)
+				} else {
+					err = c.Recv(ctx, HostSlice(in), 2, Int32, peer)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if in[0] != int32(peer) || in[1] != int32(i) {
+				return fmt.Errorf("rank %d, ping-pong %d: got %v from rank %d", c.rank, i, in, peer)
+			}
+		}
+		for i := range n {
+			out, in := []int32{int32(c.rank), int32(i), 7}, make([]int32, 3)
+			if err := c.SendRecv(ctx, HostSlice(out), peer, HostSlice(in), peer, 3, Int32); err != nil {
+				return err
+			}
+			if in[0] != int32(peer) || in[1] != int32(i) || in[2] != 7 {
+				return fmt.Errorf("rank %d, SendRecv %d: got %v from rank %d", c.rank, i, in, peer)
+			}
+		}
+		return nil
+	})
+}
+
+// Stats, the links' byte counts and the flight recorder read fast point-to-point calls
+// as the general path writes them: every call counted under "p2p" with its bytes, the
+// records done, none running.
+func TestFastP2PBooks(t *testing.T) {
+	comms := shmLocal(t, 2)
+	const n = 50
+	wire := make([]LinkTotals, 2)
+	for r, c := range comms {
+		wire[r] = c.Stats().Transport["shm"] // Init's own messages
+	}
+	for r, err := range pingPong8(comms, n, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, c := range comms {
+		require.Greater(t, c.fast.p2p, uint64(2*n), "rank %d: the fast path was not taken", c.rank)
+		s := c.Stats()
+		require.EqualValues(t, 3*n, s.Ops, "rank %d", c.rank)
+		require.Zero(t, s.Errors)
+		p := s.ByAlgo["p2p"]
+		require.EqualValues(t, 3*n, p.Calls, "rank %d: %v", c.rank, s.ByAlgo)
+		require.EqualValues(t, 8*2*n+12*n, p.Bytes, "rank %d", c.rank)
+		require.Positive(t, p.Time, "rank %d: no time recorded", c.rank)
+		w := s.Transport["shm"]
+		require.EqualValues(t, 8*n+12*n, w.Sent-wire[c.rank].Sent, "rank %d: bytes sent", c.rank)
+		require.EqualValues(t, 8*n+12*n, w.Received-wire[c.rank].Received, "rank %d: bytes received", c.rank)
+		recs := c.FlightRecord()
+		require.NotEmpty(t, recs)
+		for _, r := range recs {
+			require.Equal(t, OpDone, r.State, "rank %d op %s", c.rank, r.Op)
+			require.Equal(t, "p2p", r.Algo)
+			require.False(t, r.Finished.Before(r.Started), "rank %d op %s", c.rank, r.Op)
+		}
+		require.Equal(t, fmt.Sprintf("sendrecv int32 count=3 to %d from %d", 1-c.rank, 1-c.rank), recs[len(recs)-1].Op)
+	}
+}
+
+// A communicator idle for longer than its timeout after fast point-to-point calls is not
+// timed out, a caller context cancelled after they returned does not fail it, and one
+// rank on the general path meets the other on the fast one.
+func TestFastP2PIdleCancelledAndMixed(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	comms := shmLocal(t, 2, WithTimeout(timeout))
+	ctxs := make([]context.Context, 2)
+	cancels := make([]context.CancelFunc, 2)
+	for r := range ctxs {
+		ctxs[r], cancels[r] = context.WithCancel(context.Background())
+	}
+	for r, err := range pingPong8(comms, 20, func(r int) context.Context { return ctxs[r] }) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	time.Sleep(4 * timeout) // the watchdog checks every sixteenth of it
+	for _, c := range comms {
+		require.NoError(t, c.Err(), "rank %d", c.rank)
+		require.Greater(t, c.fast.p2p, uint64(20), "rank %d: the fast path was not taken", c.rank)
+	}
+	// Rank 1 sends on the general path (its link offers no TrySend now); its receives,
+	// which need none, stay fast.
+	comms[1].obsLink(0).try = nil
+	before := []uint64{comms[0].fast.p2p, comms[1].fast.p2p}
+	for r, err := range pingPong8(comms, 20, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.EqualValues(t, 60, comms[0].fast.p2p-before[0])
+	require.EqualValues(t, 20, comms[1].fast.p2p-before[1])
+}
+
+// A fast Recv whose peer never sends times out under the communicator's timeout, and
+// fails the communicator, as the general path's does.
+func TestFastP2PTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	comms := shmLocal(t, 2, WithTimeout(timeout))
+	for r, err := range pingPong8(comms, 3, background) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	before := comms[0].fast.p2p
+	start := time.Now()
+	got := make([]int32, 2)
+	err := comms[0].Recv(context.Background(), HostSlice(got), 2, Int32, 1)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, transport.ErrTimeout), "%v", err)
+	require.Contains(t, err.Error(), "recv from rank 1")
+	require.Less(t, time.Since(start), 10*timeout)
+	require.Equal(t, before+1, comms[0].fast.p2p, "the call did not take the fast path")
+	require.Error(t, comms[0].Err())
+	recs := comms[0].FlightRecord()
+	require.Equal(t, OpFailed, recs[len(recs)-1].State)
+}

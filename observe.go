@@ -31,10 +31,11 @@ type obsConn struct {
 	c      *Comm
 	peer   int
 	state  *linkState
-	resOp  int64     // an open reservation's operation start (Reserve to Commit)
-	resN   int       // and its length
-	resTag uint32    // and its tag, for the trace
-	resAt  time.Time // when it was reserved, for the trace (only when tracing)
+	try    transport.TrySender // the link's TrySend, if it has one
+	resOp  int64               // an open reservation's operation start (Reserve to Commit)
+	resN   int                 // and its length
+	resTag uint32              // and its tag, for the trace
+	resAt  time.Time           // when it was reserved, for the trace (only when tracing)
 }
 
 // obsStreamConn is obsConn for links that implement transport.Streamer.
@@ -45,6 +46,7 @@ type obsStreamConn struct {
 
 func (c *Comm) observe(peer int, l transport.Conn) transport.Conn {
 	o := &obsConn{Conn: l, c: c, peer: peer, state: &c.linkStates[peer]}
+	o.try, _ = l.(transport.TrySender)
 	if s, ok := l.(transport.Streamer); ok {
 		return &obsStreamConn{obsConn: o, s: s}
 	}

@@ -217,6 +217,33 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 	if got[0] != 5 || got[1] != 6 {
 		t.Fatalf("Recv got %v, want [5 6]", got)
 	}
+	// The same over links that take TrySend: the fast paths of both (fastpath.go).
+	fast, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-try-bench"), goccl.WithAlgo("ring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range fast {
+			c.Close()
+		}
+	}()
+	noAllocs("a blocking 8-byte AllReduce on the fast path", func() error {
+		xs[0], xs[1] = 1, 2
+		return fast[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum)
+	})
+	if xs[0] != 2 || xs[1] != 4 {
+		t.Fatalf("got %v, want [2 4]", xs)
+	}
+	noAllocs("a blocking Send and Recv on the fast path", func() error {
+		xs[0], xs[1] = 7, 8
+		if err := fast[0].Send(ctx, buf, 2, goccl.Float32, 1); err != nil {
+			return err
+		}
+		return fast[0].Recv(ctx, goccl.HostSlice(got), 2, goccl.Float32, 1)
+	})
+	if got[0] != 7 || got[1] != 8 {
+		t.Fatalf("Recv got %v, want [7 8]", got)
+	}
 }
 
 // The ring's and the double tree's steps at more than two ranks were built per call: the

@@ -63,7 +63,17 @@ func (c *Comm) runP2P(ctx context.Context, op *opSpec) error {
 		return fmt.Errorf("goccl: rank %d: sendrecv: %w", c.rank, err)
 	}
 	var serr, rerr error
-	if sendPeer >= 0 && recvPeer >= 0 && n > 0 && !algos.Apart(sb[:n], rb[:n]) {
+	var h transport.Header
+	sent := false // by TrySend, before the receive
+	if sendPeer >= 0 {
+		c.sendSeq[sendPeer]++
+		h = transport.Header{Seq: c.sendSeq[sendPeer], Fp: fp}
+		// A message the link takes at once (transport.TrySender: over shm up to 2 KiB)
+		// has left before the receive begins: the receive then runs on this goroutine,
+		// and an in-place call needs no copy of what goes out.
+		sent = c.trySend(sendPeer, h, sb[:n])
+	}
+	if !sent && sendPeer >= 0 && recvPeer >= 0 && n > 0 && !algos.Apart(sb[:n], rb[:n]) {
 		// In place: what goes out must be the data from before the receive lands.
 		tmp := algos.GetScratch(n)
 		defer algos.PutScratch(tmp)
@@ -76,14 +86,12 @@ func (c *Comm) runP2P(ctx context.Context, op *opSpec) error {
 		r = p2pRecv{ctx: ctx, conn: c.links[recvPeer], h: transport.Header{Seq: c.recvSeq[recvPeer], Fp: fp}, buf: rb[:n]}
 	}
 	var done chan error
-	if recvPeer >= 0 && sendPeer >= 0 {
+	if recvPeer >= 0 && sendPeer >= 0 && !sent {
 		// The receive runs beside the send, as either may wait for the other rank's side,
 		// and the send on the calling goroutine, so that its message leaves at once.
 		done = c.p2p.start(r)
 	}
-	if sendPeer >= 0 {
-		c.sendSeq[sendPeer]++
-		h := transport.Header{Seq: c.sendSeq[sendPeer], Fp: fp}
+	if sendPeer >= 0 && !sent {
 		if serr = c.links[sendPeer].Send(ctx, h, sb[:n]); serr != nil {
 			serr = fmt.Errorf("goccl: rank %d: send to rank %d: %w", c.rank, sendPeer, serr)
 		}
@@ -103,6 +111,23 @@ func (c *Comm) runP2P(ctx context.Context, op *opSpec) error {
 		return err
 	}
 	return finish(true)
+}
+
+// trySend sends p to peer if the link takes it at once (transport.TrySender), counted
+// by the link's observer as its Send would be, and wakes the peer. It reports false,
+// and sends nothing, for a link without TrySend, a message it does not take now, and a
+// traced communicator (whose sends are spans); Send then sends it, or says what is wrong.
+func (c *Comm) trySend(peer int, h transport.Header, p []byte) bool {
+	o := c.obsLink(peer)
+	if o == nil || o.try == nil || c.tracer != nil {
+		return false
+	}
+	if sent, err := o.try.TrySend(h, p); err != nil || !sent {
+		return false
+	}
+	o.state.sent.Add(uint64(len(p)))
+	o.try.Flush()
+	return true
 }
 
 func (c *Comm) checkP2P(send Buffer, sendPeer int, recv Buffer, recvPeer int, count int, dt DType) error {

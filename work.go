@@ -227,7 +227,11 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 func (c *Comm) runSync(ctx context.Context, op *opSpec) error {
 	op.prepare()
 	if c.execMu.TryLock() {
-		if done, err := c.fastAllReduce(ctx, op); done {
+		done, err := c.fastAllReduce(ctx, op)
+		if !done {
+			done, err = c.fastP2P(ctx, op)
+		}
+		if done {
 			c.execMu.Unlock()
 			if c.queued.Load() > 0 {
 				c.kick()
