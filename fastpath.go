@@ -225,9 +225,9 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 // may (done) and returns its error; the caller holds execMu and releases it after. As
 // for the two-rank AllReduce, the message goes first when the link takes it at once
 // (transport.TrySender; over shm up to 2 KiB), then the books, then the receive; the
-// end is left pending. Over shm that takes a Send and a Recv of 8 bytes, each a
-// rank's half of a ping-pong, from 0.55 to 0.4 us (BENCHMARKS.md, "Speed", 34). Any
-// world size: a point-to-point call uses only its peers' links.
+// end is left pending. Over shm that took an 8-byte ping-pong's round trip (a Send and
+// a Recv on each rank) from 1.23-1.27 to 0.90-0.92 us (BENCHMARKS.md, "Speed", 34c).
+// Any world size: a point-to-point call uses only its peers' links.
 func (c *Comm) fastP2P(ctx context.Context, op *opSpec) (done bool, err error) {
 	k := &op.coll
 	if k.kind != KindSendRecv || op.run != nil || c.unusable.Load() || c.queued.Load() != 0 ||
