@@ -73,11 +73,12 @@ type Comm struct {
 	opStarted int64       // monoNow
 	prog      progressRec // the collective started last, for the watchdog
 
-	scratch  opScratch // per-operation state reused under execMu
-	traceLog bool      // the logger passes LevelTrace (its level is the config's, fixed at Init)
-	exchIn   []byte    // the inputs of a small AllReduce run as one exchange (exchange), under execMu
-	small    smallPick // what the last small AllReduce resolved to (exchange), under execMu
-	opSince  int64     // the running operation's start in monoNow's units; set under execMu before it runs
+	scratch  opScratch   // per-operation state reused under execMu
+	traceLog bool        // the logger passes LevelTrace (its level is the config's, fixed at Init)
+	exchIn   []byte      // the inputs of a small AllReduce run as one exchange (exchange), under execMu
+	small    smallPick   // what the last small AllReduce resolved to (exchange), under execMu
+	barrier  barrierPick // what a Barrier resolved to (fastBarrier), under execMu
+	opSince  int64       // the running operation's start in monoNow's units; set under execMu before it runs
 
 	localEager   int         // the smallest eager size this rank's links promise (transport.Eager)
 	eager        int         // the smallest over every rank, agreed at Init; what algorithms see

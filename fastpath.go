@@ -49,15 +49,16 @@ import (
 // run while the other's message is on its way, and a SendRecv receives on the caller's
 // goroutine instead of its helper's.
 type fastPath struct {
-	obs     *obsConn            // the observer of the link to the other rank (two ranks only)
-	raw     transport.Conn      // the link itself
-	try     transport.TrySender // raw's TrySend; nil: no fast path
-	pending pendingEnd          // written without mu while set is false (under execMu)
-	set     atomic.Bool         // pending holds an end not yet recorded
-	clock   tscClock            // the end's clock; under execMu
-	sent    uint64              // AllReduces that sent on this path, for tests; under execMu
-	p2p     uint64              // point-to-point calls that took this path, for tests
-	calls   uint64              // calls on this path that succeeded, both kinds
+	obs      *obsConn            // the observer of the link to the other rank (two ranks only)
+	raw      transport.Conn      // the link itself
+	try      transport.TrySender // raw's TrySend; nil: no fast path
+	pending  pendingEnd          // written without mu while set is false (under execMu)
+	set      atomic.Bool         // pending holds an end not yet recorded
+	clock    tscClock            // the end's clock; under execMu
+	sent     uint64              // AllReduces that sent on this path, for tests; under execMu
+	p2p      uint64              // point-to-point calls that took this path, for tests
+	barriers uint64              // Barriers that sent on this path, for tests
+	calls    uint64              // calls on this path that succeeded, both kinds
 }
 
 // tscClock converts time-stamp counter ticks to monoNow's nanoseconds, for the one
@@ -157,6 +158,74 @@ func (c *Comm) settleLocked() {
 	c.flight.end(p.rec, p.end, p.algo, nil)
 	c.counters.add(p.algo, p.bytes, p.took, nil)
 	c.fast.set.Store(false)
+}
+
+// fastCall runs op on its kind's fast path if it may (done) and returns its error; the
+// caller holds execMu and releases it after.
+func (c *Comm) fastCall(ctx context.Context, op *opSpec) (done bool, err error) {
+	switch op.coll.kind {
+	case KindAllReduce:
+		return c.fastAllReduce(ctx, op)
+	case KindSendRecv:
+		return c.fastP2P(ctx, op)
+	case KindBarrier:
+		return c.fastBarrier(ctx, op)
+	}
+	return false, nil
+}
+
+// barrierPick is what a Barrier resolved to under the selector sel: whether the chosen
+// algorithm, named name, runs it as one exchange of empty messages, and under which tag
+// (algos.BarrierExchanger). Resolved once per selector.
+type barrierPick struct {
+	sel  *selector
+	name string
+	tag  uint32
+	ok   bool
+}
+
+// fastBarrier runs a two-rank Barrier on the fast path if it may (done) and returns its
+// error; the caller holds execMu and releases it after. Where the algorithm the selector
+// picks runs it as one exchange of empty messages (rd's dissemination round), it is the
+// two-rank AllReduce's path with nothing to reduce: the same header and tag as the
+// algorithm's own, so ranks on either path understand each other.
+func (c *Comm) fastBarrier(ctx context.Context, op *opSpec) (done bool, err error) {
+	if c.fast.try == nil || op.run != nil || op.coll.kind != KindBarrier || c.unusable.Load() ||
+		c.queued.Load() != 0 || c.traceLog || c.tracer != nil || c.shared.live > 0 || ctx.Err() != nil {
+		return false, nil
+	}
+	bp := &c.barrier
+	if sel := c.sel.Load(); bp.sel != sel {
+		*bp = barrierPick{sel: sel}
+		if alg, _, err := sel.pick(KindBarrier, 0, c.size, c.offload); err == nil && alg != nil {
+			if x, ok := alg.(algos.BarrierExchanger); ok {
+				bp.tag, bp.ok = x.BarrierTag(c.size)
+				bp.name = alg.Name()
+			}
+		}
+	}
+	if !bp.ok {
+		return false, nil
+	}
+	hdr := transport.Header{Seq: c.seq + 1, Fp: op.fp}
+	th := hdr
+	th.Tag = bp.tag
+	if sent, err := c.fast.try.TrySend(th, nil); err != nil || !sent {
+		return false, nil // the general path sends it, or reports the link's error
+	}
+	c.seq = hdr.Seq
+	c.fast.barriers++
+
+	start, tick, p := c.fastBegin(ctx, op, bp.name, &hdr)
+	o, s := c.fast.obs, c.fast.obs.state
+	o.mark(&s.recvSince)
+	c.fast.try.Flush()
+	if err = c.fast.raw.Recv(&c.op, th, nil); err != nil {
+		err = o.settle(err, &s.recvSince, &s.received, 0, "receive from", start)
+		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): recv from rank %d: %w", c.rank, KindBarrier, hdr.Seq, bp.name, 1-c.rank, err)
+		return true, c.fastFail(op, start, p, c.failOp(&c.op, hdr, err))
+	}
+	return true, c.fastEnd(op, start, tick, p, s, 0)
 }
 
 // fastAllReduce runs op on the fast path if it may (done) and returns its error; the

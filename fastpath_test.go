@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -524,4 +525,63 @@ func TestFastP2PTimesOut(t *testing.T) {
 	require.Error(t, comms[0].Err())
 	recs := comms[0].FlightRecord()
 	require.Equal(t, OpFailed, recs[len(recs)-1].State)
+}
+
+// barriers runs n Barriers on both ranks, rank late%2 entering each i-th with i%7 == 0
+// a millisecond late; a rank that leaves before the other entered is an error.
+func barriers(comms []*Comm, n int) []error {
+	var entered [2]atomic.Int64
+	return runRanksInternal(comms, func(c *Comm) error {
+		for i := range n {
+			if i%7 == 0 && c.rank == (i/7)%2 {
+				time.Sleep(time.Millisecond)
+			}
+			entered[c.rank].Add(1)
+			if err := c.Barrier(context.Background()); err != nil {
+				return err
+			}
+			if got := entered[1-c.rank].Load(); got < int64(i+1) {
+				return fmt.Errorf("rank %d left barrier %d when rank %d had entered %d", c.rank, i, 1-c.rank, got)
+			}
+		}
+		return nil
+	})
+}
+
+// The two-rank Barrier's fast path (fastBarrier): no rank leaves before the other
+// entered, the books are the general path's (Stats under rd, the flight records done),
+// a rank on the general path meets one on the fast path, and a Barrier whose peer never
+// comes times out.
+func TestFastBarrier(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	comms := shmPair(t, WithTimeout(timeout))
+	const n = 100
+	for r, err := range barriers(comms, n) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, c := range comms {
+		require.Greater(t, c.fast.barriers, uint64(n/2), "rank %d: the fast path was not taken", c.rank)
+		s := c.Stats()
+		require.EqualValues(t, n, s.Ops, "rank %d", c.rank)
+		require.EqualValues(t, n, s.ByAlgo["rd"].Calls, "rank %d: %v", c.rank, s.ByAlgo)
+		for _, r := range c.FlightRecord() {
+			require.Equal(t, OpDone, r.State, "rank %d op %d", c.rank, r.Seq)
+			require.Equal(t, "rd", r.Algo)
+		}
+	}
+	comms[1].fast.try = nil // the general path: rd's own Barrier, the same message
+	before := []uint64{comms[0].fast.barriers, comms[1].fast.barriers}
+	for r, err := range barriers(comms, 30) {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.EqualValues(t, 30, comms[0].fast.barriers-before[0])
+	require.EqualValues(t, 0, comms[1].fast.barriers-before[1])
+
+	start := time.Now()
+	err := comms[0].Barrier(context.Background())
+	require.Error(t, err)
+	require.True(t, errors.Is(err, transport.ErrTimeout), "%v", err)
+	require.Less(t, time.Since(start), 10*timeout)
+	require.EqualValues(t, 31, comms[0].fast.barriers-before[0], "the call did not take the fast path")
+	require.Error(t, comms[0].Err())
 }

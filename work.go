@@ -227,11 +227,7 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 func (c *Comm) runSync(ctx context.Context, op *opSpec) error {
 	op.prepare()
 	if c.execMu.TryLock() {
-		done, err := c.fastAllReduce(ctx, op)
-		if !done {
-			done, err = c.fastP2P(ctx, op)
-		}
-		if done {
+		if done, err := c.fastCall(ctx, op); done {
 			c.execMu.Unlock()
 			if c.queued.Load() > 0 {
 				c.kick()

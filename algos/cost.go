@@ -313,7 +313,7 @@ var nativeKinds = map[string][]transport.Kind{
 		transport.KindReduceScatter, transport.KindGather, transport.KindScatter, transport.KindAllToAll,
 		transport.KindBarrier, transport.KindSendRecv},
 	"hier": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast},
-	"rd":   {transport.KindAllReduce},
+	"rd":   {transport.KindAllReduce, transport.KindBarrier},
 	"staged": {transport.KindAllReduce, transport.KindAllGather, transport.KindReduceScatter,
 		transport.KindBroadcast},
 	"direct": {transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
@@ -420,8 +420,8 @@ func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		return lg*m.hop(w, false) + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n) + m.red(lg*n)
 	case transport.KindBroadcast:
 		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n)
-	case transport.KindBarrier:
-		return 2 * lg * (m.a() + m.o())
+	case transport.KindBarrier: // up and down the binomial tree: 2 lg dependent hops, the root 2 lg messages
+		return 2*lg*m.hop(w, false) + m.load(w, 2*lg, 4*float64(w-1), 0, 0, 0, 0)
 	}
 	return math.Inf(1)
 }
@@ -461,15 +461,16 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 		return 2*steps*m.a() + steps*(m.chunks(n)+m.chunks(n/wf))*m.o() + m.wire(steps*n+steps*n/wf) + m.red(steps*n)
 	case transport.KindGather, transport.KindScatter, transport.KindAllToAll:
 		return steps*(m.a()+m.chunks(n/wf)*m.o()) + m.wire(steps*n/wf)
-	case transport.KindBarrier:
-		return 2 * steps * (m.a() + m.o())
+	case transport.KindBarrier: // up and down, the root one message to and from every rank
+		return 2*min(steps, 1)*m.hop(w, false) + m.load(w, 2*steps, 4*steps, 0, 0, 0, 0)
 	case transport.KindSendRecv:
 		return m.a() + 2*m.chunks(n)*m.o() + m.wire(n)
 	}
 	return math.Inf(1)
 }
 
-// rdCost prices algos/rd's AllReduce: one direct exchange for small buffers (one hop,
+// rdCost prices algos/rd's Barrier (a direct exchange of empty messages, or
+// dissemination rounds) and AllReduce: one direct exchange for small buffers (one hop,
 // but 2(W-1) messages and W-1 buffers in and out of every rank), else recursive
 // doubling over the largest power of two P <= W, log2 P exchanges of the whole buffer
 // plus a step in and a step out for the W-P extra ranks. Across hosts every step is
@@ -478,10 +479,18 @@ func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	if _, h := m.split(w); h > 1 {
 		m = worst(m.flat(), m.inter())
 	}
-	if kind != transport.KindAllReduce {
+	wf := float64(w)
+	switch kind {
+	case transport.KindBarrier: // empty messages: a direct exchange, or ceil(log2 W) dependent rounds
+		if w <= RDDirectMax {
+			return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), 0, 0, 0, 0)
+		}
+		r := float64(bits.Len(uint(w - 1)))
+		return r*m.hop(w, false) + m.load(w, 2*r, 2*r*wf, 0, 0, 0, 0)
+	case transport.KindAllReduce:
+	default:
 		return math.Inf(1)
 	}
-	wf := float64(w)
 	if RDDirect(int(n), w, m.ChunkBytes, m.EagerBytes) {
 		return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*n, wf*(wf-1)*n, (wf-1)*n, wf*(wf-1)*n)
 	}

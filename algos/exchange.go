@@ -29,6 +29,15 @@ type Exchanger interface {
 	ExchangeTag(n, world, chunk, eager int) (tag uint32, ok bool)
 }
 
+// BarrierExchanger is an optional Algorithm ability: the algorithm says whether its
+// Barrier over world ranks is one exchange of empty messages under one tag (every rank
+// sends one to every other rank, then receives one from each), and under which tag. A
+// caller may then run that exchange itself, and ranks that do interoperate with ranks
+// that run the algorithm.
+type BarrierExchanger interface {
+	BarrierTag(world int) (tag uint32, ok bool)
+}
+
 // Exchange runs an AllReduce as one direct exchange under tag: it sends send to every
 // other rank (rank+1 first, so not every rank writes to rank 0 first), receives every
 // other rank's input into its slot of in, and reduces the W inputs in rank order into

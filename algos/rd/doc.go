@@ -1,4 +1,4 @@
-// Package rd is the latency-optimal AllReduce for small messages: a direct exchange
+// Package rd is the latency-optimal AllReduce for small messages, and Barrier: a direct exchange
 // (every rank sends its vector to every other rank and reduces the W vectors itself,
 // one step) for small messages on up to DirectMax ranks, and recursive doubling
 // (log2 W steps, each an exchange with the rank whose number differs in one bit;
@@ -11,6 +11,12 @@
 // its hops. Its price is bandwidth: W-1 whole buffers in and out of every rank for the
 // exchange, log2 W for recursive doubling, against the ring's 2(W-1)/W; the cost model
 // (algos.CostModel, formula "rd") knows both, and auto picks rd only where it wins.
+//
+// Its Barrier is the same shapes with empty messages: one direct exchange up to
+// DirectMax ranks, and above that the dissemination barrier, ceil(log2 W) rounds in
+// each of which every rank sends an empty message 2^k ranks ahead and receives one from
+// 2^k ranks behind. At two ranks it is one exchange, where the tree's and naive's
+// barriers are two dependent hops (up, then down).
 //
 // Every rank ends with the same bits, for every dtype and op: the direct exchange
 // reduces the W vectors in rank order on every rank, and each recursive-doubling step

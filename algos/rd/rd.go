@@ -32,6 +32,7 @@ const (
 	phaseFoldIn             // an extra rank's input to its partner
 	phaseStep               // recursive-doubling step (index = step << 16 | chunk)
 	phaseFoldOut            // the result back to an extra rank
+	phaseBarrier            // Barrier: the direct exchange (index 0), or a dissemination round (index = round)
 )
 
 func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
@@ -45,14 +46,21 @@ type Algorithm struct{}
 // Name returns "rd".
 func (Algorithm) Name() string { return Name }
 
-// Supports reports AllReduce only; the selector falls back (to ring) for the rest.
-func (Algorithm) Supports(k transport.Kind) bool { return k == transport.KindAllReduce }
+// Supports reports AllReduce and Barrier; the selector falls back (to ring) for the
+// rest.
+func (Algorithm) Supports(k transport.Kind) bool {
+	return k == transport.KindAllReduce || k == transport.KindBarrier
+}
 
 // ExchangeTag reports that a small AllReduce over at most DirectMax ranks is one direct
 // exchange (algos.Exchanger).
 func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
 	return tag(phaseDirect, 0), algos.RDDirect(n, world, chunk, eager)
 }
+
+// BarrierTag reports that the Barrier of two ranks is one exchange of empty messages
+// (algos.BarrierExchanger).
+func (Algorithm) BarrierTag(world int) (uint32, bool) { return tag(phaseBarrier, 0), world == 2 }
 
 // Run executes a on this rank.
 func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
@@ -68,13 +76,54 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	}
 	cs, eager := algos.ChunkSize(a, algos.DefaultChunkBytes), algos.EagerLimit(p)
 	var err error
-	if t, ok := alg.ExchangeTag(len(a.Send), w, cs, eager); ok {
+	if a.Kind == transport.KindBarrier {
+		err = barrier(ctx, p)
+	} else if t, ok := alg.ExchangeTag(len(a.Send), w, cs, eager); ok {
 		err = direct(ctx, p, a, t)
 	} else {
 		err = doubling(ctx, p, a, cs, eager)
 	}
 	if err != nil {
 		return fmt.Errorf("rd: %s: %w", a.Kind, err)
+	}
+	return nil
+}
+
+// barrier runs a Barrier. Up to DirectMax ranks it is one direct exchange of empty
+// messages, as the small AllReduce's: every rank sends one to every other rank, then
+// receives one from each. Above, it is the dissemination barrier: in round k every rank
+// sends an empty message to rank+2^k and receives one from rank-2^k (mod W), for
+// ceil(log2 W) rounds; after round k a rank has heard, directly or through the ranks
+// before it, from the 2^(k+1)-1 ranks before it, so after the last from every rank.
+// An empty message is always eager, so each send completes without its receiver and
+// neither order can deadlock; and no link carries two of one call's messages (in the
+// rounds, the distances 2^k differ modulo W). Both are one exchange at two ranks,
+// where the tree's and naive's barriers send up and then down, two hops one after the
+// other (2 ranks over shm: 1.0-1.1 us for the tree's, 0.65-0.71 for this one;
+// BENCHMARKS.md, "Speed", 34d).
+func barrier(ctx context.Context, p algos.Peers) error {
+	rank, w := p.Rank(), p.Size()
+	if w <= DirectMax {
+		t := tag(phaseBarrier, 0)
+		for k := 1; k < w; k++ { // rank+1 first, so not every rank writes to rank 0 first
+			if err := algos.Send(ctx, p, (rank+k)%w, t, nil); err != nil {
+				return err
+			}
+		}
+		for k := 1; k < w; k++ {
+			if err := algos.Recv(ctx, p, (rank-k+w)%w, t, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for k, d := 0, 1; d < w; k, d = k+1, 2*d {
+		if err := algos.Send(ctx, p, (rank+d)%w, tag(phaseBarrier, k), nil); err != nil {
+			return err
+		}
+		if err := algos.Recv(ctx, p, (rank-d+w)%w, tag(phaseBarrier, k), nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }

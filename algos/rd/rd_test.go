@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,12 +168,13 @@ func fromHalf(h uint16) float32 {
 	return math.Float32frombits(sign | (exp-15+127)<<23 | uint32(h&0x3ff)<<13)
 }
 
-// TestNotSupported: rd implements AllReduce only, and says so.
+// TestNotSupported: rd implements AllReduce and Barrier only, and says so.
 func TestNotSupported(t *testing.T) {
 	a := rd.Algorithm{}
 	require.True(t, a.Supports(transport.KindAllReduce))
+	require.True(t, a.Supports(transport.KindBarrier))
 	for _, k := range transport.Kinds {
-		if k == transport.KindAllReduce {
+		if k == transport.KindAllReduce || k == transport.KindBarrier {
 			continue
 		}
 		require.False(t, a.Supports(k), "%s", k)
@@ -179,4 +182,44 @@ func TestNotSupported(t *testing.T) {
 	err := a.Run(context.Background(), nil, &algos.Args{Kind: transport.KindBroadcast, DType: transport.Float32})
 	require.ErrorIs(t, err, transport.ErrNotSupported)
 	require.ErrorContains(t, err, "broadcast")
+}
+
+// BarrierTag (algos.BarrierExchanger): the Barrier of two ranks, and of no other world,
+// is one exchange of empty messages under the tag it names. A rank that sends and
+// receives that message itself meets a rank that runs rd's Barrier, and neither leaves
+// before the other entered (the late one sleeps first).
+func TestBarrierTag(t *testing.T) {
+	a := rd.Algorithm{}
+	tag, ok := a.BarrierTag(2)
+	require.True(t, ok)
+	for _, w := range []int{1, 3, 4, 8, 9} {
+		_, ok := a.BarrierTag(w)
+		require.False(t, ok, "world %d", w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	for late := range 2 {
+		var entered atomic.Int32
+		args := []*algos.Args{{Kind: transport.KindBarrier}, {Kind: transport.KindBarrier}}
+		errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, x *algos.Args) error {
+			if p.Rank() == late {
+				time.Sleep(5 * time.Millisecond)
+			}
+			entered.Add(1)
+			var err error
+			if p.Rank() == 0 {
+				err = a.Run(ctx, p, x)
+			} else if err = algos.Send(ctx, p, 0, tag, nil); err == nil {
+				err = algos.Recv(ctx, p, 0, tag, nil)
+			}
+			if err == nil && entered.Load() != 2 {
+				err = fmt.Errorf("rank %d left the barrier before rank %d entered", p.Rank(), late)
+			}
+			return err
+		})
+		require.NoError(t, algostest.FirstError(errs), "late rank %d", late)
+	}
 }

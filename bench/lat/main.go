@@ -30,7 +30,7 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
-	op := flag.String("op", "allreduce", "allreduce, sendrecv or pingpong")
+	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier or broadcast (root 0)")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	flag.Parse()
 	if err := run(*n, *mode, *prof, *op, *oop, *bw, *count); err != nil {
@@ -43,8 +43,8 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
-	if op != "allreduce" && op != "sendrecv" && op != "pingpong" || op == "pingpong" && mode != "sync" {
-		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong with -mode sync", op, mode)
+	if op != "allreduce" && op != "sendrecv" && op != "pingpong" && op != "barrier" && op != "broadcast" || (op == "pingpong" || op == "barrier" || op == "broadcast") && mode != "sync" {
+		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier or broadcast with -mode sync", op, mode)
 	}
 	if n < 1 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -bw %d, -count %d: want n >= 1, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, bw, count)
@@ -80,6 +80,10 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 			return nil
 		case op == "sendrecv":
 			return c.SendRecv(ctx, buf, next, out, prev, count, goccl.Float32)
+		case op == "barrier":
+			return c.Barrier(ctx)
+		case op == "broadcast":
+			return c.Broadcast(ctx, buf, out, count, goccl.Float32, 0)
 		}
 		return c.AllReduce(ctx, buf, out, count, goccl.Float32, goccl.Sum)
 	}
