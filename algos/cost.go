@@ -420,8 +420,10 @@ func treeCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		return lg*m.hop(w, false) + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n) + m.red(lg*n)
 	case transport.KindBroadcast:
 		return lg*m.a() + 2*lg*m.chunks(n)*m.o() + m.wire(lg*n)
-	case transport.KindBarrier: // up and down the binomial tree: 2 lg dependent hops, the root 2 lg messages
-		return 2*lg*m.hop(w, false) + m.load(w, 2*lg, 4*float64(w-1), 0, 0, 0, 0)
+	case transport.KindBarrier:
+		// Up and down the binomial tree: 2 lg dependent hops, each a send and a receive on
+		// the path (which the busiest rank's load, the root's 2 lg, does not cover).
+		return 2*lg*m.hop(w, false) + math.Max(4*lg*m.o(), m.load(w, 2*lg, 4*float64(w-1), 0, 0, 0, 0))
 	}
 	return math.Inf(1)
 }
@@ -461,8 +463,10 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 		return 2*steps*m.a() + steps*(m.chunks(n)+m.chunks(n/wf))*m.o() + m.wire(steps*n+steps*n/wf) + m.red(steps*n)
 	case transport.KindGather, transport.KindScatter, transport.KindAllToAll:
 		return steps*(m.a()+m.chunks(n/wf)*m.o()) + m.wire(steps*n/wf)
-	case transport.KindBarrier: // up and down, the root one message to and from every rank
-		return 2*min(steps, 1)*m.hop(w, false) + m.load(w, 2*steps, 4*steps, 0, 0, 0, 0)
+	case transport.KindBarrier:
+		// Up and down, the root one message from and to every rank: on the path a leaf's
+		// send, the root's 2 x steps, and a leaf's receive.
+		return 2*min(steps, 1)*m.hop(w, false) + math.Max((2+2*steps)*m.o(), m.load(w, 2*steps, 4*steps, 0, 0, 0, 0))
 	case transport.KindSendRecv:
 		return m.a() + 2*m.chunks(n)*m.o() + m.wire(n)
 	}

@@ -8,9 +8,13 @@
 // -mode sync calls AllReduce (blocking), async calls AllReduceAsync and waits for each,
 // burst issues -bw calls and then waits for them; -op sendrecv times SendRecv to the next
 // rank from the previous instead (in place, or with -oop into another buffer), and -op
-// pingpong a round trip of Send and Recv between ranks 0 and 1 (-mode sync only); -prof
-// PREFIX writes a CPU profile per rank (PREFIX.RANK) of the timed loop. The transport and
-// every other setting come from the GOCCL_* environment, as in any goccl program.
+// pingpong a round trip of Send and Recv between ranks 0 and 1, -op barrier a Barrier,
+// and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -prof PREFIX
+// writes a CPU profile per rank (PREFIX.RANK) of the timed loop. -warm calls come
+// first, untimed. After the timed calls one more call runs on inputs whose result is
+// known, and lat fails if any rank got another. The transport and every other setting
+// come from the GOCCL_* environment, as in any goccl program. bench/lat.sh runs it
+// against Open MPI's bench/mpi_lat.c.
 package main
 
 import (
@@ -32,22 +36,23 @@ func main() {
 	count := flag.Int("count", 2, "float32 elements per call")
 	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier or broadcast (root 0)")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
+	warm := flag.Int("warm", 1000, "untimed calls first")
 	flag.Parse()
-	if err := run(*n, *mode, *prof, *op, *oop, *bw, *count); err != nil {
+	if err := run(*n, *warm, *mode, *prof, *op, *oop, *bw, *count); err != nil {
 		fmt.Fprintln(os.Stderr, "lat:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, mode, prof, op string, oop bool, bw, count int) error {
+func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
 	if op != "allreduce" && op != "sendrecv" && op != "pingpong" && op != "barrier" && op != "broadcast" || (op == "pingpong" || op == "barrier" || op == "broadcast") && mode != "sync" {
 		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier or broadcast with -mode sync", op, mode)
 	}
-	if n < 1 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
-		return fmt.Errorf("-n %d, -bw %d, -count %d: want n >= 1, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, bw, count)
+	if n < 1 || warm < 0 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
+		return fmt.Errorf("-n %d, -warm %d, -bw %d, -count %d: want n >= 1, warm >= 0, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, warm, bw, count)
 	}
 	ctx := context.Background()
 	c, err := goccl.Init(ctx, goccl.FromEnv())
@@ -59,10 +64,11 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 	for i := range xs {
 		xs[i] = float32(i % 7)
 	}
-	buf, out := goccl.HostSlice(xs), goccl.HostSlice(xs)
+	ys := xs // the output
 	if oop {
-		out = goccl.HostSlice(make([]float32, count))
+		ys = make([]float32, count)
 	}
+	buf, out := goccl.HostSlice(xs), goccl.HostSlice(ys)
 	next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
 	call := func() error {
 		switch {
@@ -122,7 +128,10 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 		}
 		return nil
 	}
-	if err := loop(bw * max(1, 1000/bw)); err != nil { // warm-up
+	if mode == "burst" {
+		warm = bw * max(1, warm/bw)
+	}
+	if err := loop(warm); err != nil {
 		return err
 	}
 	if prof != "" {
@@ -141,8 +150,53 @@ func run(n int, mode, prof, op string, oop bool, bw, count int) error {
 		return err
 	}
 	d := time.Since(t)
+	pprof.StopCPUProfile()
+	if err := check(c, op, xs, ys, call); err != nil {
+		return err
+	}
 	if c.Rank() == 0 {
 		fmt.Printf("%s %s: %.2f us/op\n", op, mode, float64(d.Nanoseconds())/1e3/float64(n))
+	}
+	return nil
+}
+
+// check runs call once more on inputs whose result is known (element i of rank r is
+// r*1000+i) and returns an error unless this rank got it: the sum over the ranks for an
+// AllReduce, the previous rank's input for a SendRecv, rank 1's for a ping-pong with
+// -oop and rank 0's own without (checked on rank 0), rank 0's for a Broadcast. out is the
+// output (xs itself without -oop).
+func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error {
+	r, w := c.Rank(), c.Size()
+	in := func(rank, i int) float32 { return float32(rank*1000 + i) }
+	for i := range xs {
+		xs[i] = in(r, i)
+	}
+	if err := call(); err != nil {
+		return err
+	}
+	for i, x := range out {
+		var want float32
+		switch op {
+		case "allreduce":
+			want = float32(1000*w*(w-1)/2 + w*i)
+		case "sendrecv":
+			want = in((r+w-1)%w, i)
+		case "pingpong":
+			if r != 0 {
+				return nil
+			}
+			want = in(1, i)
+			if &out[0] == &xs[0] { // in place, rank 1 sends back what it received
+				want = in(0, i)
+			}
+		case "broadcast":
+			want = in(0, i)
+		default:
+			return nil
+		}
+		if x != want {
+			return fmt.Errorf("rank %d: %s: element %d is %v, want %v", r, op, i, x, want)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,73 @@
+/* mpi_lat.c - Open MPI peer of bench/lat for BENCHMARKS.md: the time per call of a
+ * small blocking operation, back to back, as lat times goccl's.
+ *
+ * Build: mpicc -O2 -o mpi_lat mpi_lat.c
+ * Run:   mpirun -np N ./mpi_lat OP COUNT ITERS WARMUP
+ * OP is allreduce (float32 sum, in place), sendrecv (MPI_Sendrecv of COUNT float32 to
+ * the next rank from the previous), pingpong (MPI_Send then MPI_Recv on rank 0, the
+ * reverse on rank 1; one round trip per call) or barrier. Prints, on rank 0,
+ * "OP: TIME us/op". After the timed calls one more runs on inputs whose result is known
+ * (element i of rank r is r*1000+i), and the program exits 1 if a rank got another.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, n;
+
+static void call(const char *op, float *x, float *y, int count) {
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  if (!strcmp(op, "allreduce")) {
+    MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "sendrecv")) {
+    MPI_Sendrecv(x, count, MPI_FLOAT, next, 0, y, count, MPI_FLOAT, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (!strcmp(op, "pingpong")) {
+    if (rank == 0) {
+      MPI_Send(x, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+      MPI_Recv(y, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (rank == 1) {
+      MPI_Recv(y, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(x, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+    }
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (argc != 5) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_lat allreduce|sendrecv|pingpong|barrier COUNT ITERS WARMUP\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const char *op = argv[1];
+  int count = atoi(argv[2]), iters = atoi(argv[3]), warm = atoi(argv[4]);
+  float *x = calloc(count + 1, sizeof(float)), *y = calloc(count + 1, sizeof(float));
+  for (int i = 0; i < warm; i++) call(op, x, y, count);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; i++) call(op, x, y, count);
+  double us = (MPI_Wtime() - t0) / iters * 1e6;
+  for (int i = 0; i < count; i++) x[i] = (float)(rank * 1000 + i);
+  call(op, x, y, count);
+  long wrong = 0, all = 0;
+  for (int i = 0; i < count; i++) {
+    float want = 0, got = y[i];
+    if (!strcmp(op, "allreduce")) want = (float)(1000 * n * (n - 1) / 2 + n * i), got = x[i];
+    else if (!strcmp(op, "sendrecv")) want = (float)(((rank + n - 1) % n) * 1000 + i);
+    else if (!strcmp(op, "pingpong") && rank == 0) want = (float)(1000 + i);
+    else continue;
+    if (got != want) wrong++;
+  }
+  MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    if (all) fprintf(stderr, "mpi_lat: %s: %ld wrong elements\n", op, all);
+    else printf("%s: %.2f us/op\n", op, us);
+  }
+  MPI_Finalize();
+  return all ? 1 : 0;
+}
