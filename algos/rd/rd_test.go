@@ -23,6 +23,12 @@ func TestMatrix(t *testing.T) {
 	algostest.Matrix(t, rd.Algorithm{}, algostest.Options{Large: true})
 }
 
+// Above rd.DirectMax ranks the Barrier is the dissemination barrier (the matrix's worlds
+// stop at 8): worlds a power of two, one past it, and neither, with a late rank.
+func TestDisseminationBarrier(t *testing.T) {
+	algostest.Matrix(t, rd.Algorithm{}, algostest.Options{Worlds: []int{rd.DirectMax + 1, 12, 16}, Kinds: []transport.Kind{transport.KindBarrier}})
+}
+
 // TestExchange: the communicator's own run of the direct exchange (algos.Exchange) and
 // rd's interoperate, on every world that runs small calls that way.
 func TestExchange(t *testing.T) {
