@@ -186,7 +186,7 @@ type barrierPick struct {
 
 // fastBarrier runs a two-rank Barrier on the fast path if it may (done) and returns its
 // error; the caller holds execMu and releases it after. Where the algorithm the selector
-// picks runs it as one exchange of empty messages (rd's dissemination round), it is the
+// picks runs it as one exchange of empty messages (rd's, at two ranks), it is the
 // two-rank AllReduce's path with nothing to reduce: the same header and tag as the
 // algorithm's own, so ranks on either path understand each other.
 func (c *Comm) fastBarrier(ctx context.Context, op *opSpec) (done bool, err error) {
@@ -207,25 +207,53 @@ func (c *Comm) fastBarrier(ctx context.Context, op *opSpec) (done bool, err erro
 	if !bp.ok {
 		return false, nil
 	}
-	hdr := transport.Header{Seq: c.seq + 1, Fp: op.fp}
-	th := hdr
-	th.Tag = bp.tag
-	if sent, err := c.fast.try.TrySend(th, nil); err != nil || !sent {
-		return false, nil // the general path sends it, or reports the link's error
+	r, sent, err := c.fastExchange(ctx, op, bp.name, bp.tag, nil, nil)
+	if !sent {
+		return false, nil
 	}
-	c.seq = hdr.Seq
 	c.fast.barriers++
+	if err != nil {
+		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, KindBarrier, r.hdr.Seq, bp.name, err)
+		return true, c.fastFail(op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
+	}
+	return true, c.fastEnd(op, r.start, r.tick, r.p, c.fast.obs.state, 0)
+}
 
-	start, tick, p := c.fastBegin(ctx, op, bp.name, &hdr)
+// fastRun is a two-rank fast call under way: its collective header, its start (and the
+// counter's tick then), and its deadline.
+type fastRun struct {
+	hdr         transport.Header
+	start, tick int64
+	p           opPrep
+}
+
+// fastExchange is the two-rank fast path's exchange. send goes first, under the next
+// collective header and tag, if the link takes it at once (sent; else nothing
+// happened). Then the books, while the peer's message is on its way, and then the
+// peer's message into theirs. err is the receive's; either way the caller ends the call
+// (fastEnd, or fastFail).
+func (c *Comm) fastExchange(ctx context.Context, op *opSpec, name string, tag uint32, send, theirs []byte) (r fastRun, sent bool, err error) {
+	r.hdr = transport.Header{Seq: c.seq + 1, Fp: op.fp}
+	th := r.hdr
+	th.Tag = tag
+	if ok, err := c.fast.try.TrySend(th, send); err != nil || !ok {
+		return r, false, nil // the general path sends it, or reports the link's error
+	}
+	c.seq = r.hdr.Seq
+	r.start, r.tick, r.p = c.fastBegin(ctx, op, name, &r.hdr)
+	// The send above and the receive below are the link's own, and this is what the
+	// observer does around them (obsConn.send, recv), except that a receive that
+	// succeeds is counted and unmarked when its end is settled: nobody reads the mark
+	// or the count but under mu.
 	o, s := c.fast.obs, c.fast.obs.state
+	s.sent.Add(uint64(len(send)))
 	o.mark(&s.recvSince)
 	c.fast.try.Flush()
-	if err = c.fast.raw.Recv(&c.op, th, nil); err != nil {
-		err = o.settle(err, &s.recvSince, &s.received, 0, "receive from", start)
-		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): recv from rank %d: %w", c.rank, KindBarrier, hdr.Seq, bp.name, 1-c.rank, err)
-		return true, c.fastFail(op, start, p, c.failOp(&c.op, hdr, err))
+	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
+		err = o.settle(err, &s.recvSince, &s.received, len(theirs), "receive from", r.start)
+		err = fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", len(theirs), 1-c.rank, tag, err)
 	}
-	return true, c.fastEnd(op, start, tick, p, s, 0)
+	return r, true, err
 }
 
 // fastAllReduce runs op on the fast path if it may (done) and returns its error; the
@@ -245,35 +273,16 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	if !ok {
 		return false, nil
 	}
-	hdr := transport.Header{Seq: c.seq + 1, Fp: op.fp}
-	th := hdr
-	th.Tag = sp.tag
-	if sent, err := c.fast.try.TrySend(th, send); err != nil || !sent {
-		return false, nil // the general path sends it, or reports the link's error
-	}
-	c.seq = hdr.Seq
-	c.fast.sent++
-
-	// The books, while the peer's message is on its way.
-	start, tick, p := c.fastBegin(ctx, op, sp.name, &hdr)
-	// The send above and the receive below are the link's own, and this is what the
-	// observer does around them (obsConn.send, recv), except that a receive that
-	// succeeds is counted and unmarked when its end is settled: nobody reads the mark
-	// or the count but under mu.
-	o, s := c.fast.obs, c.fast.obs.state
-	s.sent.Add(uint64(bytes))
-	o.mark(&s.recvSince)
-	c.fast.try.Flush()
-
-	peer := 1 - c.rank
 	if len(c.exchIn) < 2*algos.SmallExchangeMax {
 		c.exchIn = make([]byte, 2*algos.SmallExchangeMax)
 	}
 	theirs := c.exchIn[:bytes:bytes]
-	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
-		err = o.settle(err, &s.recvSince, &s.received, bytes, "receive from", start)
-		err = fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", bytes, peer, sp.tag, err)
-	} else {
+	r, sent, err := c.fastExchange(ctx, op, sp.name, sp.tag, send, theirs)
+	if !sent {
+		return false, nil
+	}
+	c.fast.sent++
+	if err == nil {
 		// recv = x0 op x1 in rank order, as algos.Exchange computes it.
 		x0, x1 := send, theirs
 		if c.rank == 1 {
@@ -284,10 +293,10 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 		}
 	}
 	if err != nil {
-		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, sp.name, err)
-		return true, c.fastFail(op, start, p, c.failOp(&c.op, hdr, err))
+		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, r.hdr.Seq, sp.name, err)
+		return true, c.fastFail(op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
 	}
-	return true, c.fastEnd(op, start, tick, p, s, bytes)
+	return true, c.fastEnd(op, r.start, r.tick, r.p, c.fast.obs.state, bytes)
 }
 
 // fastP2P runs a blocking SendRecv, Send or Recv of host memory on the fast path if it
