@@ -77,7 +77,16 @@ type remoteAbort struct {
 }
 
 func (e *remoteAbort) Error() string {
-	return fmt.Sprintf("goccl: rank %d: %s op #%d failed: %s", e.rank, e.hdr.Fp.Kind, e.hdr.Seq, e.c.cause(e.code, e.implicate, e.origin))
+	return fmt.Sprintf("goccl: rank %d: %s failed: %s", e.rank, opLabel(e.hdr), e.c.cause(e.code, e.implicate, e.origin))
+}
+
+// opLabel names a failed operation in an error: a collective with its number, a
+// SendRecv (whose messages are numbered per peer, not with the collectives) by its kind.
+func opLabel(hdr transport.Header) string {
+	if hdr.Fp.Kind == transport.KindSendRecv {
+		return hdr.Fp.Kind.String()
+	}
+	return fmt.Sprintf("%s op #%d", hdr.Fp.Kind, hdr.Seq)
 }
 
 func (e *remoteAbort) Unwrap() error { return abortErrs[e.code] }
@@ -130,8 +139,8 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 		origin = ra.origin
 	}
 	if rc, rwho, rorigin, ok := c.agreeCause(code, who, origin); ok && (rwho != who || rorigin != origin) {
-		err = fmt.Errorf("goccl: rank %d: %s op #%d failed: root cause: %s (this rank then saw: %w)",
-			c.rank, hdr.Fp.Kind, hdr.Seq, c.cause(rc, rwho, rorigin), err)
+		err = fmt.Errorf("goccl: rank %d: %s failed: root cause: %s (this rank then saw: %w)",
+			c.rank, opLabel(hdr), c.cause(rc, rwho, rorigin), err)
 		code, who, origin = rc, rwho, rorigin
 	}
 	if errors.Is(err, transport.ErrTimeout) {

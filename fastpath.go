@@ -351,7 +351,8 @@ func (c *Comm) fastP2P(ctx context.Context, op *opSpec) (done bool, err error) {
 	in.mark(&s.recvSince)
 	if err = in.Conn.Recv(&c.op, transport.Header{Seq: c.recvSeq[from], Fp: op.fp}, k.recv.Bytes()[:n]); err != nil {
 		err = in.settle(err, &s.recvSince, &s.received, n, "receive from", start)
-		return true, c.fastFail(op, start, p, fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, from, err))
+		err = fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, from, err)
+		return true, c.fastFail(op, start, p, c.failOp(&c.op, transport.Header{Seq: c.seq, Fp: op.fp}, err))
 	}
 	return true, c.fastEnd(op, start, tick, p, s, n)
 }

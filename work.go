@@ -333,7 +333,11 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 			err = op.run(&c.op, w)
 		case !coll:
 			w.algo = "p2p"
-			err = c.runP2P(&c.op, op)
+			if err = c.runP2P(&c.op, op); err != nil {
+				// As a collective's: the ranks agree on the root cause, and every peer
+				// hears of the failure (failure.go).
+				err = c.failOp(&c.op, transport.Header{Seq: c.seq, Fp: op.fp}, err)
+			}
 		default:
 			c.seq = hdr.Seq
 			err = c.runCollective(&c.op, w, k, hdr)

@@ -6,7 +6,8 @@
 //	matrix    every collective x dtype x op x count, checked against a float64 serial
 //	          reference computed here (inputs are a hash of seed, rank and index, so each
 //	          rank can compute every rank's input): "MATRIX rank=R calls=N bad=B".
-//	fault     a collective in a loop until it fails (the test kills a rank); SIGTERM from
+//	fault     a collective (-kind: allreduce, broadcast, allgather, barrier, or sendrecv
+//	          as a ring shift) in a loop until it fails (the test kills a rank); SIGTERM from
 //	          the launcher is ignored so the survivor shows how it detects the death
 //	          itself: "READY rank=R pid=P", then "FAULT rank=R t=UNIXNANO err=...".
 //	mismatch  three calls, one rank deviating in the second (kind, count, dtype, op,

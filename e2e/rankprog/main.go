@@ -172,6 +172,10 @@ func runFault(ctx context.Context, comm *goccl.Comm, k goccl.Kind, limit time.Du
 			return comm.Broadcast(ctx, s, goccl.HostSlice(recv[:n]), n, goccl.Float32, 0)
 		case goccl.KindAllGather:
 			return comm.AllGather(ctx, s, rv, n, goccl.Float32)
+		case goccl.KindBarrier:
+			return comm.Barrier(ctx)
+		case goccl.KindSendRecv: // a ring shift
+			return comm.SendRecv(ctx, s, (r+1)%w, goccl.HostSlice(recv[:n]), (r+w-1)%w, n, goccl.Float32)
 		}
 		return comm.AllReduce(ctx, s, goccl.HostSlice(recv[:n]), n, goccl.Float32, goccl.Sum)
 	}
