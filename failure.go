@@ -143,7 +143,7 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 			c.rank, opLabel(hdr), c.cause(rc, rwho, rorigin), err)
 		code, who, origin = rc, rwho, rorigin
 	}
-	if errors.Is(err, transport.ErrTimeout) {
+	if errors.Is(err, transport.ErrTimeout) && hdr.Fp.Kind != transport.KindSendRecv { // collectives' progress
 		if b := c.behind(hdr.Seq); len(b) > 0 {
 			err = fmt.Errorf("%w; ranks that never reached it: %s", err, strings.Join(b, "; "))
 		}

@@ -66,7 +66,7 @@ type Options struct {
 	// SingleCopy is "shm.single_copy": auto (default), true or false.
 	SingleCopy SingleCopy
 	// SingleCopyMin is the smallest message sent single-copy ("shm.single_copy_min",
-	// default 32 MiB). On the 2-core development VM the ring is faster up to 16 MiB
+	// default 32 MiB; a message of up to 2 KiB goes with its record whatever it says). On the 2-core development VM the ring is faster up to 16 MiB
 	// one-way (its two copies run on both cores in parallel and stay in L3) and the two
 	// paths are even beyond; at 32 MiB and up single-copy is not slower and moves half
 	// the bytes through memory. The default is above RingBytes on purpose: such a Send
