@@ -71,8 +71,7 @@ func (echoTryEndpoint) Connect(_ context.Context, p transport.PeerInfo) (transpo
 type echoTryConn struct{ echoConn }
 
 func (e *echoTryConn) TrySend(h transport.Header, p []byte) (bool, error) {
-	e.last = append(e.last[:0], p...)
-	return true, nil
+	return true, e.Send(context.Background(), h, p)
 }
 
 func (e *echoTryConn) Flush() {}
@@ -82,6 +81,22 @@ func init() {
 	transport.Register(echoTryTransport{})
 }
 
+// echoComms is two ranks of this process over the echo transport name (one of the
+// above), with the ring, closed when tb ends.
+func echoComms(tb testing.TB, name string) []*goccl.Comm {
+	tb.Helper()
+	comms, err := goccl.InitLocal(context.Background(), 2, goccl.WithTransport(name), goccl.WithAlgo("ring"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	return comms
+}
+
 // BenchmarkCallOverhead is the CPU cost of one small AllReduce/Broadcast to goccl itself
 // (2 ranks, ring, one rank running against echoing links). Compare it with the 8-byte
 // latency of `goccl perf`: the rest is the transport and the machine. It must report 0
@@ -89,15 +104,7 @@ func init() {
 // Run: go test -run '^$' -bench CallOverhead -benchmem .
 func BenchmarkCallOverhead(b *testing.B) {
 	ctx := context.Background()
-	comms, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-bench"), goccl.WithAlgo("ring"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
+	comms := echoComms(b, "echo-bench")
 	c := comms[0]
 	xs := []float32{1, 2}
 	buf := goccl.HostSlice(xs)
@@ -140,15 +147,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 		}
 	})
 	// The two-rank fast path (fastpath.go), over links that take TrySend.
-	fast, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-try-bench"), goccl.WithAlgo("ring"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		for _, c := range fast {
-			c.Close()
-		}
-	}()
+	fast := echoComms(b, "echo-try-bench")
 	b.Run("allreduce-8B-fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
@@ -170,15 +169,7 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 		t.Skip("-race instruments allocations; the plain go test ./... runs this")
 	}
 	ctx := context.Background()
-	comms, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-bench"), goccl.WithAlgo("ring"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
+	comms := echoComms(t, "echo-bench")
 	xs := []float32{1, 2}
 	buf := goccl.HostSlice(xs)
 	// noAllocs runs calls 200 times and fails unless they succeeded allocating nothing.
@@ -218,15 +209,7 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 		t.Fatalf("Recv got %v, want [5 6]", got)
 	}
 	// The same over links that take TrySend: the fast paths of both (fastpath.go).
-	fast, err := goccl.InitLocal(ctx, 2, goccl.WithTransport("echo-try-bench"), goccl.WithAlgo("ring"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range fast {
-			c.Close()
-		}
-	}()
+	fast := echoComms(t, "echo-try-bench")
 	noAllocs("a blocking 8-byte AllReduce on the fast path", func() error {
 		xs[0], xs[1] = 1, 2
 		return fast[0].AllReduce(ctx, buf, buf, 2, goccl.Float32, goccl.Sum)
