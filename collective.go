@@ -77,12 +77,12 @@ func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transpor
 	if c.streamTune.links != nil {
 		bytes = algos.Bytes(k.kind, k.count, k.dt, c.size)
 		if cls, on = c.streamTune.before(bytes); cls != nil {
-			start = monoNow()
+			start = c.clockNow()
 		}
 	}
 	err := c.doCollective(ctx, w, k, hdr)
 	if cls != nil && err == nil {
-		cls.record(on, bytes, monoNow()-start)
+		cls.record(on, bytes, c.clockNow()-start)
 	}
 	if err == nil {
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/reduce"
+	"github.com/goccl/goccl/internal/relstore"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -48,39 +49,113 @@ import (
 // then its receive, and its end left pending. In a ping-pong each rank's books then
 // run while the other's message is on its way, and a SendRecv receives on the caller's
 // goroutine instead of its helper's.
+//
+// A queued Work (AllReduceAsync and the like) takes the same paths when it is next in
+// line (execute): it finishes at once, and its books are settled as a blocking call's.
+//
+// What the books cost is mostly locked instructions, each about 6 ns here and a drain
+// of the store buffer ("Speed", 35b). So the books take mu once, and the stores that
+// end one call and start the next in that hold are made once: the previous call's
+// deadline, running flag and receive mark are overwritten, not cleared first; the
+// bytes of fast calls are plain counters under mu (linkState.fastSent); and the
+// pending flag, the deadline and the links' marks, which nothing orders a later load
+// against, are release stores (internal/relstore), not sync/atomic's fenced ones.
+// Together with the counter's clock for the start as well as the end (tscClock), a
+// fast call's own work went from about 200 to 130 ns (BenchmarkCallOverhead).
 type fastPath struct {
 	obs      *obsConn            // the observer of the link to the other rank (two ranks only)
 	raw      transport.Conn      // the link itself
 	try      transport.TrySender // raw's TrySend; nil: no fast path
 	pending  pendingEnd          // written without mu while set is false (under execMu)
-	set      atomic.Bool         // pending holds an end not yet recorded
-	clock    tscClock            // the end's clock; under execMu
+	set      uint32              // 1: pending holds an end not yet recorded (relstore, atomic loads)
+	clock    tscClock            // the clock of calls under execMu (now, end)
 	sent     uint64              // AllReduces that sent on this path, for tests; under execMu
 	p2p      uint64              // point-to-point calls that took this path, for tests
 	barriers uint64              // Barriers that sent on this path, for tests
 	calls    uint64              // calls on this path that succeeded, both kinds
 }
 
-// tscClock converts time-stamp counter ticks to monoNow's nanoseconds, for the one
-// clock read a fast call makes between its receive and the caller: the kernel clock
-// there cost about 0.03 us of the call's 0.53 (through kvm-clock), the counter nothing
-// measurable ("Speed", 25). Each call reads both clocks at its start, while it waits
-// for the peer's message anyway, and those pairs calibrate the rate: the first pair is
-// the baseline, and once a later one is 5 ms on, the rate is their ratio, taken again
-// from a fresh baseline every 10 s. A pair counts only when the kernel clock moved less
-// than 2 us around the counter's read (the rank was not descheduled between them), so
-// the rate is good to a few parts in ten thousand. Until then, and where the counter
-// does not tick at a constant rate (tscUsable), the end reads the kernel clock.
+// tscClock is the clock of every call run under execMu: monoNow's nanoseconds, read
+// from the time-stamp counter where it ticks at a constant rate (tscUsable). The
+// kernel clock through kvm-clock costs about 27 ns a read here against 11 for the
+// counter, and a blocking call read it at its start and at its end, 0.03-0.06 us of a
+// 0.5 us call ("Speed", 25 and 35a).
+//
+// Reads that pair both clocks calibrate the rate: the first pair is the baseline, and
+// once a later one is 5 ms on, the rate is their ratio, taken again from a fresh
+// baseline every 10 s. A pair counts only when the kernel clock moved less than 2 us
+// around the counter's read (the rank was not descheduled between them), so the rate
+// is good to a few parts in ten thousand at first and to a few in ten million after
+// 10 s. Once there is a rate, a read converts the ticks since the latest pair (the
+// anchor) and reads the kernel clock only when the anchor is 250 us old: the error
+// of such a read is the rate's over at most 250 us, under 0.2 us, and the clock never
+// goes back (last). Until there is a rate, and where the counter does not tick at a
+// constant rate, every read is the kernel clock's.
 type tscClock struct {
-	ns0, tick0 int64   // the baseline pair
-	perTick    float64 // nanoseconds per tick; 0 until calibrated
+	ns0, tick0  int64   // the rate's baseline pair
+	perTick     float64 // nanoseconds per tick; 0 until calibrated
+	nsA, tickA  int64   // the anchor: the latest pair once there is a rate
+	anchorTicks int64   // tscAnchor in ticks, 0 for no anchor
+	last        int64   // the latest time read or recorded (now, end)
 }
 
 const (
 	tscCalibrate = int64(5 * time.Millisecond)
 	tscRefresh   = int64(10 * time.Second)
 	tscPairSlack = int64(2 * time.Microsecond)
+	tscAnchor    = int64(250 * time.Microsecond)
 )
+
+// now is the time in monoNow's units and the counter's tick then (0 where the counter
+// is not used).
+func (k *tscClock) now() (ns, tick int64) {
+	if k.anchorTicks != 0 {
+		tick = rdtsc()
+		if d := tick - k.tickA; d >= 0 && d < k.anchorTicks {
+			ns = k.nsA + int64(float64(d)*k.perTick)
+			if ns < k.last {
+				ns = k.last
+			}
+			k.last = ns
+			return ns, tick
+		}
+	} else if !tscUsable() {
+		ns = monoNow()
+		k.last = max(k.last, ns)
+		return k.last, 0
+	}
+	// A pair: the kernel clock around the counter's read.
+	ns = monoNow()
+	tick = rdtsc()
+	if monoNow()-ns < tscPairSlack {
+		if k.due(ns) {
+			k.pair(ns, tick)
+		}
+		if k.perTick != 0 {
+			k.nsA, k.tickA, k.anchorTicks = ns, tick, int64(float64(tscAnchor)/k.perTick)
+		}
+	}
+	k.last = max(k.last, ns)
+	return k.last, tick
+}
+
+// clockNow is tscClock.now's time; the caller holds execMu.
+func (c *Comm) clockNow() int64 {
+	ns, _ := c.fast.clock.now()
+	return ns
+}
+
+// end is the time of tick, for a read of now that gave (ns, startTick): a call's end,
+// which also moves last.
+func (k *tscClock) end(ns, startTick, tick int64) int64 {
+	if k.perTick == 0 || startTick == 0 {
+		ns = monoNow()
+	} else {
+		ns = k.since(ns, startTick, tick)
+	}
+	k.last = max(k.last, ns)
+	return ns
+}
 
 // due reports whether a pair read at ns would be used.
 func (k *tscClock) due(ns int64) bool {
@@ -88,8 +163,7 @@ func (k *tscClock) due(ns int64) bool {
 	return k.ns0 == 0 || (k.perTick == 0 && d >= tscCalibrate) || d >= tscRefresh
 }
 
-// pair takes a start's two readings (ns from monoNow, tick from rdtsc) into the
-// calibration.
+// pair takes two readings (ns from monoNow, tick from rdtsc) into the calibration.
 func (k *tscClock) pair(ns, tick int64) {
 	switch d := ns - k.ns0; {
 	case k.ns0 == 0:
@@ -98,7 +172,7 @@ func (k *tscClock) pair(ns, tick int64) {
 		if r := float64(d) / float64(tick-k.tick0); r > 0.01 && r < 100 { // 10 MHz to 100 GHz
 			k.perTick = r
 		} else {
-			k.perTick = 0 // the counter misbehaves: stay with the kernel clock
+			k.perTick, k.anchorTicks = 0, 0 // the counter misbehaves: stay with the kernel clock
 		}
 		k.ns0, k.tick0 = ns, tick
 	}
@@ -140,36 +214,51 @@ func (c *Comm) initFastPath() {
 // lock takes mu and records a pending end first (see fastPath).
 func (c *Comm) lock() {
 	c.mu.Lock()
-	if c.fast.set.Load() {
-		c.settleLocked()
+	if atomic.LoadUint32(&c.fast.set) != 0 {
+		if s := c.settleLocked(false); s != nil {
+			relstore.Int64(&s.recvSince, 0)
+		}
 	}
 }
 
 // settleLocked records the pending end, as finish does for a call that succeeded, and
-// as the link observer does for its receive; the caller holds mu.
-func (c *Comm) settleLocked() {
+// as the link observer does for its receive; the caller holds mu. It returns the link
+// the call received over, whose mark the caller clears. A caller that starts a fast
+// call in the same hold of mu (starting: fastBegin) writes the operation state again
+// at once, so the stores that end the operation are left to it: each is a locked
+// instruction, most of the fast path's own cost ("Speed", 35b).
+func (c *Comm) settleLocked(starting bool) *linkState {
 	p := &c.fast.pending
 	if s := p.link; s != nil {
-		s.recvSince.Store(0)
-		s.received.Add(uint64(p.received))
+		s.fastReceived += uint64(p.received)
 	}
-	c.opRunning, c.opUser = false, nil
-	c.op.deadline.Store(0)
+	if !starting {
+		c.opRunning, c.opUser = false, nil
+		relstore.Int64(&c.op.deadline, 0)
+	}
 	c.flight.end(p.rec, p.end, p.algo, nil)
 	c.counters.add(p.algo, p.bytes, p.took, nil)
-	c.fast.set.Store(false)
+	relstore.Uint32(&c.fast.set, 0)
+	return p.link
 }
 
-// fastCall runs op on its kind's fast path if it may (done) and returns its error; the
-// caller holds execMu and releases it after.
-func (c *Comm) fastCall(ctx context.Context, op *opSpec) (done bool, err error) {
+// fastCall runs op as w on its kind's fast path if it may (done) and returns its error;
+// the caller holds execMu and releases it after. w is the communicator's inline Work
+// for a blocking call (runSync), whose end is left pending, or a queued Work that is
+// next in line (execute), which finishes at once and whose books are settled as a
+// blocking call's: async calls take the path too.
+func (c *Comm) fastCall(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
+	if op.run != nil || c.unusable.Load() || c.traceLog || c.tracer != nil || c.shared.live > 0 ||
+		(w == &c.inline && c.queued.Load() != 0) || ctx.Err() != nil {
+		return false, nil
+	}
 	switch op.coll.kind {
 	case KindAllReduce:
-		return c.fastAllReduce(ctx, op)
+		return c.fastAllReduce(ctx, w, op)
 	case KindSendRecv:
-		return c.fastP2P(ctx, op)
+		return c.fastP2P(ctx, w, op)
 	case KindBarrier:
-		return c.fastBarrier(ctx, op)
+		return c.fastBarrier(ctx, w, op)
 	}
 	return false, nil
 }
@@ -189,9 +278,8 @@ type barrierPick struct {
 // picks runs it as one exchange of empty messages (rd's, at two ranks), it is the
 // two-rank AllReduce's path with nothing to reduce: the same header and tag as the
 // algorithm's own, so ranks on either path understand each other.
-func (c *Comm) fastBarrier(ctx context.Context, op *opSpec) (done bool, err error) {
-	if c.fast.try == nil || op.run != nil || op.coll.kind != KindBarrier || c.unusable.Load() ||
-		c.queued.Load() != 0 || c.traceLog || c.tracer != nil || c.shared.live > 0 || ctx.Err() != nil {
+func (c *Comm) fastBarrier(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
+	if c.fast.try == nil {
 		return false, nil
 	}
 	bp := &c.barrier
@@ -207,16 +295,16 @@ func (c *Comm) fastBarrier(ctx context.Context, op *opSpec) (done bool, err erro
 	if !bp.ok {
 		return false, nil
 	}
-	r, sent, err := c.fastExchange(ctx, op, bp.name, bp.tag, nil, nil)
+	r, sent, err := c.fastExchange(ctx, w, op, bp.name, bp.tag, nil, nil)
 	if !sent {
 		return false, nil
 	}
 	c.fast.barriers++
 	if err != nil {
 		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, KindBarrier, r.hdr.Seq, bp.name, err)
-		return true, c.fastFail(op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
+		return true, c.fastFail(w, op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
 	}
-	return true, c.fastEnd(op, r.start, r.tick, r.p, c.fast.obs.state, 0)
+	return true, c.fastEnd(w, op, r.start, r.tick, r.p, c.fast.obs.state, 0)
 }
 
 // fastRun is a two-rank fast call under way: its collective header, its start (and the
@@ -232,7 +320,7 @@ type fastRun struct {
 // happened). Then the books, while the peer's message is on its way, and then the
 // peer's message into theirs. err is the receive's; either way the caller ends the call
 // (fastEnd, or fastFail).
-func (c *Comm) fastExchange(ctx context.Context, op *opSpec, name string, tag uint32, send, theirs []byte) (r fastRun, sent bool, err error) {
+func (c *Comm) fastExchange(ctx context.Context, w *Work, op *opSpec, name string, tag uint32, send, theirs []byte) (r fastRun, sent bool, err error) {
 	r.hdr = transport.Header{Seq: c.seq + 1, Fp: op.fp}
 	th := r.hdr
 	th.Tag = tag
@@ -240,14 +328,12 @@ func (c *Comm) fastExchange(ctx context.Context, op *opSpec, name string, tag ui
 		return r, false, nil // the general path sends it, or reports the link's error
 	}
 	c.seq = r.hdr.Seq
-	r.start, r.tick, r.p = c.fastBegin(ctx, op, name, &r.hdr)
-	// The send above and the receive below are the link's own, and this is what the
-	// observer does around them (obsConn.send, recv), except that a receive that
-	// succeeds is counted and unmarked when its end is settled: nobody reads the mark
-	// or the count but under mu.
+	// The send above and the receive below are the link's own, and fastBegin keeps
+	// what the observer keeps around them (obsConn.send, recv): the bytes sent, and the
+	// receive's mark. A receive that succeeds is counted and unmarked when its end is
+	// settled.
 	o, s := c.fast.obs, c.fast.obs.state
-	s.sent.Add(uint64(len(send)))
-	o.mark(&s.recvSince)
+	r.start, r.tick, r.p = c.fastBegin(ctx, w, op, name, &r.hdr, s, len(send), s)
 	c.fast.try.Flush()
 	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
 		err = o.settle(err, &s.recvSince, &s.received, len(theirs), "receive from", r.start)
@@ -258,15 +344,11 @@ func (c *Comm) fastExchange(ctx context.Context, op *opSpec, name string, tag ui
 
 // fastAllReduce runs op on the fast path if it may (done) and returns its error; the
 // caller holds execMu and releases it after.
-func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err error) {
+func (c *Comm) fastAllReduce(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
 	k := &op.coll
 	sp := &c.small
-	if c.fast.try == nil || op.run != nil || k.kind != KindAllReduce || !sp.ok || c.unusable.Load() ||
-		c.queued.Load() != 0 || c.traceLog || c.tracer != nil || c.shared.live > 0 {
-		return false, nil
-	}
 	bytes := op.bytes
-	if !sp.is(c.sel.Load(), bytes, k.dt.Size()) || !k.dt.Valid() || !k.op.Valid() || ctx.Err() != nil {
+	if c.fast.try == nil || !sp.ok || !sp.is(c.sel.Load(), bytes, k.dt.Size()) || !k.dt.Valid() || !k.op.Valid() {
 		return false, nil
 	}
 	send, recv, ok := smallBuffers(k, bytes)
@@ -277,7 +359,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 		c.exchIn = make([]byte, 2*algos.SmallExchangeMax)
 	}
 	theirs := c.exchIn[:bytes:bytes]
-	r, sent, err := c.fastExchange(ctx, op, sp.name, sp.tag, send, theirs)
+	r, sent, err := c.fastExchange(ctx, w, op, sp.name, sp.tag, send, theirs)
 	if !sent {
 		return false, nil
 	}
@@ -294,9 +376,9 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 	}
 	if err != nil {
 		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, r.hdr.Seq, sp.name, err)
-		return true, c.fastFail(op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
+		return true, c.fastFail(w, op, r.start, r.p, c.failOp(&c.op, r.hdr, err))
 	}
-	return true, c.fastEnd(op, r.start, r.tick, r.p, c.fast.obs.state, bytes)
+	return true, c.fastEnd(w, op, r.start, r.tick, r.p, c.fast.obs.state, bytes)
 }
 
 // fastP2P runs a blocking SendRecv, Send or Recv of host memory on the fast path if it
@@ -306,12 +388,8 @@ func (c *Comm) fastAllReduce(ctx context.Context, op *opSpec) (done bool, err er
 // end is left pending. Over shm that took an 8-byte ping-pong's round trip (a Send and
 // a Recv on each rank) from 1.23-1.27 to 0.90-0.92 us (BENCHMARKS.md, "Speed", 34c).
 // Any world size: a point-to-point call uses only its peers' links.
-func (c *Comm) fastP2P(ctx context.Context, op *opSpec) (done bool, err error) {
+func (c *Comm) fastP2P(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
 	k := &op.coll
-	if k.kind != KindSendRecv || op.run != nil || c.unusable.Load() || c.queued.Load() != 0 ||
-		c.traceLog || c.tracer != nil || c.shared.live > 0 || ctx.Err() != nil {
-		return false, nil
-	}
 	to, from := k.to, k.from
 	if k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host || c.checkP2P(k.send, to, k.recv, from, k.count, k.dt) != nil {
 		return false, nil // the general path says what is wrong
@@ -338,23 +416,28 @@ func (c *Comm) fastP2P(ctx context.Context, op *opSpec) (done bool, err error) {
 	}
 	c.fast.p2p++
 
-	start, tick, p := c.fastBegin(ctx, op, "p2p", nil)
+	var sendOn, recvOn *linkState
 	if out != nil {
-		out.state.sent.Add(uint64(n))
+		sendOn = out.state
+	}
+	if in != nil {
+		recvOn = in.state
+	}
+	start, tick, p := c.fastBegin(ctx, w, op, "p2p", nil, sendOn, n, recvOn)
+	if out != nil {
 		out.try.Flush()
 	}
 	if in == nil {
-		return true, c.fastEnd(op, start, tick, p, nil, 0)
+		return true, c.fastEnd(w, op, start, tick, p, nil, 0)
 	}
 	s := in.state
 	c.recvSeq[from]++
-	in.mark(&s.recvSince)
 	if err = in.Conn.Recv(&c.op, transport.Header{Seq: c.recvSeq[from], Fp: op.fp}, k.recv.Bytes()[:n]); err != nil {
 		err = in.settle(err, &s.recvSince, &s.received, n, "receive from", start)
 		err = fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, from, err)
-		return true, c.fastFail(op, start, p, c.failOp(&c.op, transport.Header{Seq: c.seq, Fp: op.fp}, err))
+		return true, c.fastFail(w, op, start, p, c.failOp(&c.op, transport.Header{Seq: c.seq, Fp: op.fp}, err))
 	}
-	return true, c.fastEnd(op, start, tick, p, s, n)
+	return true, c.fastEnd(w, op, start, tick, p, s, n)
 }
 
 // obsLink is the observer of the link to peer (nil for none).
@@ -371,20 +454,29 @@ func (c *Comm) obsLink(peer int) *obsConn {
 // fastBegin keeps a fast call's books at its start, once its message has left: the
 // clock (and the counter's, see tscClock), the flight record, the deadline, the
 // caller's context armed. hdr is a collective's header, nil for a SendRecv.
-func (c *Comm) fastBegin(ctx context.Context, op *opSpec, algo string, hdr *transport.Header) (start, tick int64, p opPrep) {
-	start = monoNow()
-	if k := &c.fast.clock; k.perTick != 0 || tscUsable() {
-		tick = rdtsc()
-		if k.due(start) && monoNow()-start < tscPairSlack {
-			k.pair(start, tick)
-		}
-	}
+func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, sendOn *linkState, sent int, recvOn *linkState) (start, tick int64, p opPrep) {
+	start, tick = c.fast.clock.now()
 	p = c.prep(ctx, start)
 	p.cancelled = false // it has started: a context done by now cancels it (arm)
-	in := &c.inline
-	c.lock()
-	in.ctx, in.algo, in.err = ctx, algo, nil
-	c.flight.queued(in, op, start, true)
+	c.mu.Lock()
+	if atomic.LoadUint32(&c.fast.set) != 0 {
+		if s := c.settleLocked(true); s != nil && s != recvOn {
+			relstore.Int64(&s.recvSince, 0)
+		}
+	}
+	if sendOn != nil {
+		sendOn.fastSent += uint64(sent)
+	}
+	if recvOn != nil {
+		relstore.Int64(&recvOn.recvSince, start) // as obsConn.mark, with opSince = start below
+	}
+	w.algo = algo
+	if w == &c.inline {
+		w.ctx, w.err = ctx, nil
+		c.flight.queued(w, op, start, true)
+	} else {
+		c.flight.started(w.rec, start)
+	}
 	c.opStartLocked(ctx, start, p.dl, hdr)
 	c.mu.Unlock()
 	c.opSince = start
@@ -392,36 +484,37 @@ func (c *Comm) fastBegin(ctx context.Context, op *opSpec, algo string, hdr *tran
 	return start, tick, p
 }
 
-// fastFail ends a fast call that failed with err, the general way, and returns the
-// error the caller gets.
-func (c *Comm) fastFail(op *opSpec, start int64, p opPrep, err error) error {
-	in := &c.inline
-	c.finish(in, op, start, p, err)
-	err, in.ctx = in.err, nil
+// fastFail ends a fast call run as w that failed with err, the general way, and
+// returns the error its caller gets.
+func (c *Comm) fastFail(w *Work, op *opSpec, start int64, p opPrep, err error) error {
+	c.finish(w, op, start, p, err)
+	if w == &c.inline {
+		err, w.ctx = w.err, nil
+	}
 	return err
 }
 
-// fastEnd ends a fast call that succeeded, begun at start (tick on the counter), whose
-// receive of n bytes came over the link with state s (nil for none): as a pending end,
-// or through finish when the operation context was cancelled after its last message.
-func (c *Comm) fastEnd(op *opSpec, start, tick int64, p opPrep, s *linkState, n int) error {
-	var end int64
-	if c.fast.clock.perTick != 0 {
-		end = c.fast.clock.since(start, tick, rdtsc())
-	} else {
-		end = monoNow()
-	}
-	in := &c.inline
+// fastEnd ends a fast call run as w that succeeded, begun at start (tick on the
+// counter), whose receive of n bytes came over the link with state s (nil for none):
+// as a pending end, or through finish when the operation context was cancelled after
+// its last message. A queued Work finishes here; its books are settled as a blocking
+// call's.
+func (c *Comm) fastEnd(w *Work, op *opSpec, start, tick int64, p opPrep, s *linkState, n int) error {
+	end := c.fast.clock.end(start, tick, rdtsc())
 	if c.op.Context.Err() != nil { // finish refreshes the context
 		if s != nil {
-			s.recvSince.Store(0)
+			relstore.Int64(&s.recvSince, 0)
 			s.received.Add(uint64(n))
 		}
-		return c.fastFail(op, start, p, nil)
+		return c.fastFail(w, op, start, p, nil)
 	}
-	c.fast.pending = pendingEnd{rec: in.rec, end: end, took: time.Duration(end - start), algo: in.algo, bytes: op.bytes, link: s, received: n}
-	c.fast.set.Store(true)
+	c.fast.pending = pendingEnd{rec: w.rec, end: end, took: time.Duration(end - start), algo: w.algo, bytes: op.bytes, link: s, received: n}
+	relstore.Uint32(&c.fast.set, 1) // after pending: what lock reads once it sees 1
 	c.fast.calls++
-	in.ctx = nil // do not keep the caller's context alive
+	if w == &c.inline {
+		w.ctx = nil // do not keep the caller's context alive
+	} else {
+		w.finish(nil)
+	}
 	return nil
 }

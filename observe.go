@@ -9,6 +9,7 @@ import (
 	"time"
 	_ "unsafe" // go:linkname
 
+	"github.com/goccl/goccl/internal/relstore"
 	"github.com/goccl/goccl/internal/trace"
 	"github.com/goccl/goccl/transport"
 )
@@ -18,10 +19,14 @@ type linkState struct {
 	// When the operation of a blocked Send (Recv) began, in monoNow's units; 0 when none is
 	// blocked. The operation's start, not the message's, so that a message costs no clock
 	// read: for "who is stuck" it is which link that matters.
-	sendSince atomic.Int64
-	recvSince atomic.Int64
+	// Written with relstore (no fence: two per message), read with sync/atomic.
+	sendSince int64
+	recvSince int64
 	sent      atomic.Uint64 // bytes
 	received  atomic.Uint64
+	// And those of fast calls (fastpath.go), kept under mu where the call's books are:
+	// a plain add in place of a locked one.
+	fastSent, fastReceived uint64
 }
 
 // obsConn wraps every link: it keeps the flight recorder's "waiting on peer X" state and
@@ -155,16 +160,16 @@ func (o *obsConn) recvCold(ctx context.Context, cr transport.ColdReceiver, want 
 
 // mark records that a transfer of the running operation is under way on since, and
 // returns that operation's start.
-func (o *obsConn) mark(since *atomic.Int64) int64 {
+func (o *obsConn) mark(since *int64) int64 {
 	op := o.c.opSince
-	since.Store(op)
+	relstore.Int64(since, op)
 	return op
 }
 
 // settle ends the transfer mark began: it clears the mark, counts n bytes, and names the
 // peer if err is a timeout (what the rank was doing: "send to", "receive from").
-func (o *obsConn) settle(err error, since *atomic.Int64, bytes *atomic.Uint64, n int, what string, op int64) error {
-	since.Store(0)
+func (o *obsConn) settle(err error, since *int64, bytes *atomic.Uint64, n int, what string, op int64) error {
+	relstore.Int64(since, 0)
 	bytes.Add(uint64(n))
 	if err != nil {
 		return o.blocked(err, what, op)
@@ -249,7 +254,7 @@ func (o *obsConn) Abort() {
 	if r, ok := o.Conn.(transport.Reserver); ok {
 		r.Abort()
 	}
-	o.state.sendSince.Store(0)
+	relstore.Int64(&o.state.sendSince, 0)
 }
 
 // Describe passes the link's own description through.
@@ -394,10 +399,10 @@ func (c *Comm) waitingOn() []string {
 	now := monoNow()
 	for p := range c.linkStates {
 		s := &c.linkStates[p]
-		if t := s.recvSince.Load(); t != 0 {
+		if t := atomic.LoadInt64(&s.recvSince); t != 0 {
 			out = append(out, fmt.Sprintf("rank %d (recv, %v)", p, time.Duration(now-t).Round(time.Microsecond)))
 		}
-		if t := s.sendSince.Load(); t != 0 {
+		if t := atomic.LoadInt64(&s.sendSince); t != 0 {
 			out = append(out, fmt.Sprintf("rank %d (send, %v)", p, time.Duration(now-t).Round(time.Microsecond)))
 		}
 	}
@@ -498,17 +503,18 @@ func (c *Comm) Stats() Stats {
 	for k, v := range c.counters.byAlgo {
 		s.ByAlgo[k] = *v
 	}
-	c.mu.Unlock()
 	for p := range c.linkStates {
 		if p == c.rank {
 			continue
 		}
+		l := &c.linkStates[p]
 		t := s.Transport[c.linkNames[p]]
-		t.Sent += c.linkStates[p].sent.Load()
-		t.Received += c.linkStates[p].received.Load()
+		t.Sent += l.sent.Load() + l.fastSent
+		t.Received += l.received.Load() + l.fastReceived
 		t.Links++
 		s.Transport[c.linkNames[p]] = t
 	}
+	c.mu.Unlock()
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goccl/goccl/internal/relstore"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -20,13 +21,13 @@ type opCtx struct {
 	// A cancelCtx: contexts derived from it and context.AfterFunc (the transports arm
 	// one per blocking call) register on it without a goroutine.
 	context.Context
-	deadline atomic.Int64 // the running operation's deadline, unix nanoseconds; 0 when none runs
+	deadline int64 // relstore, atomic loads: the running operation's deadline, unix nanoseconds; 0 when none runs
 }
 
 // Deadline is the running operation's: its start plus Config.Timeout, or its caller's
 // deadline when that is earlier.
 func (o *opCtx) Deadline() (time.Time, bool) {
-	d := o.deadline.Load()
+	d := atomic.LoadInt64(&o.deadline)
 	if d == 0 {
 		return time.Time{}, false
 	}
@@ -82,7 +83,7 @@ func (c *Comm) opStartLocked(user context.Context, start, dl int64, coll *transp
 	if coll != nil {
 		c.prog = progressRec{seq: coll.Seq, fp: coll.Fp, gen: c.opGen}
 	}
-	c.op.deadline.Store(dl)
+	relstore.Int64(&c.op.deadline, dl)
 }
 
 // arm makes the end of user cancel the operation running on its behalf. One callback
@@ -115,7 +116,7 @@ func (c *Comm) disarm() {
 // next operation must not inherit the cancellation (initOpCtx, once mu is released).
 func (c *Comm) opEndLocked(ok bool) (refresh bool) {
 	c.opRunning, c.opUser = false, nil
-	c.op.deadline.Store(0)
+	relstore.Int64(&c.op.deadline, 0)
 	return ok && c.err == nil && c.op.Context.Err() != nil
 }
 
@@ -151,7 +152,7 @@ func (c *Comm) cancelOp(cause error) {
 // calls it.
 func (c *Comm) checkDeadline(now time.Time) {
 	c.lock()
-	if d := c.op.deadline.Load(); c.opRunning && d != 0 && now.UnixNano() > d {
+	if d := atomic.LoadInt64(&c.op.deadline); c.opRunning && d != 0 && now.UnixNano() > d {
 		c.opCancel(context.DeadlineExceeded)
 	}
 	c.mu.Unlock()

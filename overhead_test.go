@@ -160,6 +160,19 @@ func BenchmarkCallOverhead(b *testing.B) {
 			b.Fatalf("the fast path summed 1, 2 with itself to %v", xs)
 		}
 	})
+	// Issued, then waited for: the Work runs on the fast path too (execute).
+	b.Run("allreduce-8B-async-fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			xs[0], xs[1] = 1, 2
+			if err := fast[0].AllReduceAsync(ctx, buf, buf, 2, goccl.Float32, goccl.Sum).Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if xs[0] != 2 || xs[1] != 4 {
+			b.Fatalf("the fast path summed 1, 2 with itself to %v", xs)
+		}
+	})
 }
 
 // The README says a blocking small AllReduce allocates nothing; this holds it to that,

@@ -2,6 +2,7 @@ package goccl
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,11 +37,11 @@ func TestObservedReserve(t *testing.T) {
 	require.NoError(t, comms[1].links[0].Recv(ctx, h, got))
 	require.Equal(t, want, got)
 	require.Equal(t, before+n, comms[0].linkStates[1].sent.Load(), "bytes counted as sent")
-	require.Zero(t, comms[0].linkStates[1].sendSince.Load(), "no send left marked as blocked")
+	require.Zero(t, atomic.LoadInt64(&comms[0].linkStates[1].sendSince), "no send left marked as blocked")
 	_, _, err = r.Reserve(ctx, h, 8)
 	require.NoError(t, err)
 	r.Abort()
-	require.Zero(t, comms[0].linkStates[1].sendSince.Load(), "no send left marked as blocked after Abort")
+	require.Zero(t, atomic.LoadInt64(&comms[0].linkStates[1].sendSince), "no send left marked as blocked after Abort")
 
 	tcp, err := InitLocal(ctx, 2, WithTransport("tcp"))
 	require.NoError(t, err)

@@ -202,7 +202,7 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 		w, refused := c.pop(waiter)
 		if w != nil {
 			if now == 0 {
-				now = monoNow()
+				now = c.clockNow()
 			}
 			now = c.execute(w, now)
 		}
@@ -227,14 +227,14 @@ func (c *Comm) drain(until *Work, waiter context.Context) {
 func (c *Comm) runSync(ctx context.Context, op *opSpec) error {
 	op.prepare()
 	if c.execMu.TryLock() {
-		if done, err := c.fastCall(ctx, op); done {
+		if done, err := c.fastCall(ctx, &c.inline, op); done {
 			c.execMu.Unlock()
 			if c.queued.Load() > 0 {
 				c.kick()
 			}
 			return err
 		}
-		now := monoNow() // issued and started at once
+		now := c.clockNow() // issued and started at once
 		p := c.prep(ctx, now)
 		in := &c.inline
 		c.lock()
@@ -276,7 +276,7 @@ func (c *Comm) loop() {
 				c.execMu.Lock()
 				w, _ := c.pop(nil)
 				if w != nil {
-					c.execute(w, monoNow())
+					c.execute(w, c.clockNow())
 				}
 				c.execMu.Unlock()
 				if w == nil {
@@ -290,8 +290,11 @@ func (c *Comm) loop() {
 // execute runs the queued Work w, which starts at start (monoNow), and returns when it
 // ended; the caller holds execMu.
 func (c *Comm) execute(w *Work, start int64) int64 {
-	p := c.prep(w.ctx, start)
 	w.state.Store(workRunning)
+	if done, _ := c.fastCall(w.ctx, w, &w.opSpec); done { // w has its error
+		return c.fast.clock.last
+	}
+	p := c.prep(w.ctx, start)
 	c.lock()
 	if err := c.err; err != nil { // not run, and not counted in Stats
 		c.flight.end(w.rec, start, "", err)
@@ -350,7 +353,7 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 // sticky error, the operation context, and w's result. It returns when the operation
 // ended (monoNow). The caller holds execMu.
 func (c *Comm) finish(w *Work, op *opSpec, start int64, p opPrep, err error) int64 {
-	end := monoNow()
+	end := c.clockNow()
 	took := time.Duration(end - start)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goccl/goccl/internal/relstore"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -209,7 +210,7 @@ func (c *conn) TrySend(h transport.Header, payload []byte) (bool, error) {
 		c.out.put(c.head+recordBytes, payload, false)
 	}
 	raceRelease(c.out.race)
-	storeRelease64(c.out.stampWord(c.head), stamp(c.head, kind))
+	relstore.Uint64(c.out.stampWord(c.head), stamp(c.head, kind))
 	c.head += need
 	return true, nil
 }
@@ -553,5 +554,5 @@ func (c *conn) Close() error {
 // everything the call did in the mapping is visible before the flag is (what Close waits
 // for), and the core does not stall on the record it has just written into a line the
 // peer polls (BENCHMARKS.md, "Speed", 22).
-func (c *conn) doneSending()   { storeRelease32(&c.sending, 0) }
-func (c *conn) doneReceiving() { storeRelease32(&c.receiving, 0) }
+func (c *conn) doneSending()   { relstore.Int32(&c.sending, 0) }
+func (c *conn) doneReceiving() { relstore.Int32(&c.receiving, 0) }
