@@ -47,3 +47,21 @@ func TestInitAbortFirstFailureStands(t *testing.T) {
 	seen := fmt.Errorf("goccl: rank 2: init aborted: %w", context.Cause(cctx))
 	require.Same(t, seen, third.postAbort(cctx, seen))
 }
+
+// A rank that found the user's mistake (ErrInvalid) itself reports it even when a
+// peer's abort, a consequence of that mistake, reached it first; an error that is only
+// the abort's consequence is not repeated.
+func TestInitErrKeepsTheUsersMistake(t *testing.T) {
+	c := &Comm{rank: 0}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(fmt.Errorf("goccl: peer failure: rank 1: connect to rank 0: link closed by peer"))
+	own := fmt.Errorf("goccl: rank 0: %w: the rdma link to rank 1 takes 4056 bytes without a running receive", transport.ErrInvalid)
+	err := c.initErr(ctx, own)
+	require.ErrorIs(t, err, transport.ErrInvalid)
+	require.ErrorContains(t, err, "takes 4056 bytes")
+	require.ErrorContains(t, err, "link closed by peer")
+
+	err = c.initErr(ctx, fmt.Errorf("rdma: link closed by peer while sending: %w", transport.ErrClosed))
+	require.NotErrorIs(t, err, transport.ErrInvalid)
+	require.NotContains(t, err.Error(), "and on this rank")
+}

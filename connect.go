@@ -80,6 +80,7 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 	defer cancel(nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	var invalid error // a link below the eager floor: the user's settings, reported even when a peer aborted first
 	for peer := range c.size {
 		if peer == c.rank {
 			continue
@@ -100,10 +101,16 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 			}
 			if eager < algos.EagerBytes {
 				conn.Close()
-				cancel(fmt.Errorf("goccl: rank %d: %w: the %s link to rank %d takes %d bytes without a running receive; "+
+				err := fmt.Errorf("goccl: rank %d: %w: the %s link to rank %d takes %d bytes without a running receive; "+
 					"the algorithms send up to %d on both ranks before they receive: enlarge the link's buffers "+
 					"(for rdma, rdma.chunk_bytes x rdma.credits of at least two such messages and their headers)",
-					c.rank, transport.ErrInvalid, name, peer, eager, algos.EagerBytes))
+					c.rank, transport.ErrInvalid, name, peer, eager, algos.EagerBytes)
+				mu.Lock()
+				if invalid == nil {
+					invalid = err
+				}
+				mu.Unlock()
+				cancel(err)
 				return
 			}
 			mu.Lock()
@@ -117,6 +124,9 @@ func (c *Comm) connectAll(ctx context.Context, names []string) error {
 		}()
 	}
 	wg.Wait()
+	if invalid != nil {
+		return invalid
+	}
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}

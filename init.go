@@ -292,6 +292,11 @@ func (c *Comm) initErr(ctx context.Context, err error) error {
 		return nil
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		if errors.Is(err, transport.ErrInvalid) && !errors.Is(cause, transport.ErrInvalid) {
+			// This rank's own finding, not a consequence of the abort: the user's
+			// settings, which they must see whichever rank aborted first.
+			return fmt.Errorf("goccl: rank %d: init aborted: %w (and on this rank: %w)", c.rank, cause, err)
+		}
 		return fmt.Errorf("goccl: rank %d: init aborted: %w", c.rank, cause)
 	}
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, transport.ErrTimeout) {

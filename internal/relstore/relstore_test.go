@@ -11,33 +11,21 @@ import (
 
 // Each store writes exactly its word: the value read back, its neighbours untouched.
 func TestStores(t *testing.T) {
-	var w32 [3]uint32
-	for _, v := range []uint32{0, 1, 0x80000000, math.MaxUint32} {
-		Uint32(&w32[1], v)
-		require.Equal(t, v, atomic.LoadUint32(&w32[1]))
-		require.Zero(t, w32[0])
-		require.Zero(t, w32[2])
-	}
-	var i32 [3]int32
-	for _, v := range []int32{0, -1, math.MinInt32, math.MaxInt32} {
-		Int32(&i32[1], v)
-		require.Equal(t, v, atomic.LoadInt32(&i32[1]))
-		require.Zero(t, i32[0])
-		require.Zero(t, i32[2])
-	}
-	var w64 [3]uint64
-	for _, v := range []uint64{0, 1, 1 << 63, math.MaxUint64} {
-		Uint64(&w64[1], v)
-		require.Equal(t, v, atomic.LoadUint64(&w64[1]))
-		require.Zero(t, w64[0])
-		require.Zero(t, w64[2])
-	}
-	var i64 [3]int64
-	for _, v := range []int64{0, -1, math.MinInt64, math.MaxInt64} {
-		Int64(&i64[1], v)
-		require.Equal(t, v, atomic.LoadInt64(&i64[1]))
-		require.Zero(t, i64[0])
-		require.Zero(t, i64[2])
+	stores(t, Uint32, atomic.LoadUint32, 0, 1, 0x80000000, math.MaxUint32)
+	stores(t, Int32, atomic.LoadInt32, 0, -1, math.MinInt32, math.MaxInt32)
+	stores(t, Uint64, atomic.LoadUint64, 0, 1, 1<<63, math.MaxUint64)
+	stores(t, Int64, atomic.LoadInt64, 0, -1, math.MinInt64, math.MaxInt64)
+}
+
+func stores[T comparable](t *testing.T, store func(*T, T), load func(*T) T, vals ...T) {
+	t.Helper()
+	var w [3]T
+	var zero T
+	for _, v := range vals {
+		store(&w[1], v)
+		require.Equal(t, v, load(&w[1]))
+		require.Equal(t, zero, w[0], "the word before %v", v)
+		require.Equal(t, zero, w[2], "the word after %v", v)
 	}
 }
 
