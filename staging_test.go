@@ -164,7 +164,7 @@ func TestStagedLeavesNothing(t *testing.T) {
 // where auto stages, at both ends (counted calls, checked values); shm.staged_min or
 // shm.staged_max in the config wins over the file, and a range that is off keeps
 // AllReduce out of the area. The range is AllReduce's alone: AllGather and ReduceScatter
-// of 1000-element blocks are staged in every case. The links do not stream, so that
+// of 1<<20-element blocks (shm.StagedGatherFor) are staged in every case. The links do not stream, so that
 // the default range is the same on every host (shm.StagedMinFor).
 func TestStagedRangeFromTuneFile(t *testing.T) {
 	dir := t.TempDir()
@@ -209,7 +209,7 @@ func TestStagedRangeFromTuneFile(t *testing.T) {
 				name, why := comms[0].Algo(goccl.KindAllReduce, 4*count)
 				require.Equal(t, tc.in(4*count), name == "staged", "%d bytes: %s (%s)", 4*count, name, why)
 			}
-			gatherScatter(t, comms, 1000)
+			gatherScatter(t, comms, 1<<20) // 8 MiB of output at 2 ranks: staged at 2, 3 and 4
 			for r, c := range comms {
 				require.Equal(t, want+6, stagedCalls(c), "rank %d after allgather and reducescatter", r)
 			}
@@ -288,8 +288,8 @@ func gatherScatter(t *testing.T, comms []*goccl.Comm, count int) {
 }
 
 // TestStagedGatherScatter: auto runs AllGather and ReduceScatter of ordinary buffers
-// through the staging area at every non-empty size from 3 ranks and at 2 up to 64 KiB
-// and, unless the links stream, from 8 MiB (shm.StagedGatherFor; sizes counted as
+// through the staging area from 4 MiB at 3 ranks, from 512 KiB at 4, and at 2, unless
+// the links stream, from 8 MiB (shm.StagedGatherFor; sizes counted as
 // nccl-tests' size column: the whole world's data), whatever shm.staged_min says (it
 // bounds AllReduce), and never with it "off" (no area); named in the config, staged runs
 // them at every size. Blocks of 0 to 1<<20+1 elements (odd; windows ending mid-block
@@ -316,8 +316,8 @@ func TestStagedGatherScatter(t *testing.T) {
 				for _, count := range []int{0, 1, 7, 1000, 70001, 1<<20 + 1} {
 					gatherScatter(t, comms, count)
 					bytes := 4 * count * w
-					staged := tc.algo == "staged" && tc.min != "off" ||
-						tc.min != "off" && bytes > 0 && (w > 2 || bytes <= 64<<10 || !tc.stream && bytes >= 8<<20)
+					auto := w == 2 && !tc.stream && bytes >= 8<<20 || w == 3 && bytes >= 4<<20 || w >= 4 && bytes >= 512<<10
+					staged := tc.algo == "staged" && tc.min != "off" || tc.min != "off" && bytes > 0 && auto
 					if staged {
 						want += 6 // allgather, reducescatter sum and avg; in and out of place
 					}

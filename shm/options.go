@@ -366,29 +366,41 @@ func StagedMinFor(world int, stream bool) int {
 
 // StagedGatherFor reports whether auto runs an AllGather or ReduceScatter of bytes
 // (counted as nccl-tests' size column: the whole world's data) through the communicator's
-// staging area, for a communicator of world ranks: at every non-empty size from 3 ranks;
-// at 2 up to 64 KiB and from 8 MiB. shm.staged_min and shm.staged_max bound the staged
-// AllReduce only; "off" turns the staging area off for every collective.
+// staging area, for a communicator of world ranks: from 4 MiB at 3 ranks and from 512 KiB
+// at 4 and more; at 2, unless the links stream, from 8 MiB. shm.staged_min and
+// shm.staged_max bound the staged AllReduce only; "off" turns the staging area off for
+// every collective.
 //
 // A ring AllGather rank writes (W-1)/W of its output into the links' buffers, reads it
 // back and writes it out, 3(W-1)/W per byte in all; through the staging area it writes
 // only its own block in, (2W-1)/W, and meets its peers at one hand-shake per window
 // instead of at every step of every chunk, which is what costs when ranks outnumber
-// cores. ReduceScatter likewise. In 10 rounds of bench/auto.sh on the 2-core VM
-// (BENCHMARKS.md, "Speed", 21), at 3 and 4 ranks staged was the fastest fixed algorithm
-// or within 4 % of it at all 88 non-empty sizes of the two collectives (the ring took
-// 1.02-2.78x its time). At 2 ranks the two move the same bytes, and the ring took
-// 0.90-1.65x staged's time up to 64 KiB, 0.82-1.15x from 128 KiB to 4 MiB and 0.94-1.21x
-// from 8 MiB; this choice was within 10 % of the faster at 22 of the 23 sizes of each.
+// cores. ReduceScatter likewise. When this was first measured (10 rounds of bench/auto.sh,
+// BENCHMARKS.md, "Speed", 21) staged was the fastest fixed algorithm or within 4 % of it
+// at every non-empty size at 3 and 4 ranks, and auto staged every size there, and at 2
+// ranks up to 64 KiB.
+//
+// Since then small messages over shm got cheaper (their records, the fast paths:
+// "Speed", 34 and 35), and staged's hand-shakes did not. Two rounds of each collective
+// ("Speed", 35f) put the ring ahead of staged at 2 ranks at every size from 32 B to 64
+// KiB (staged 1.2-2.3x its time), the ring ahead at 3 ranks up to 1-2 MiB (staged
+// 1.1-1.8x), and naive or the ring ahead at 4 ranks up to 32-64 KiB (staged 1.2-3.5x).
+// Staged led at 3 ranks from 4 MiB (ReduceScatter; AllGather from 32 MiB) and at 4
+// from 512 KiB at most sizes.
 //
 // With stream (see StagedMinFor) the ring is faster from 256 KiB at 2 ranks (1.6-3.9x up
-// to 4 MiB and 1.1-1.7x at 16 and 64 MiB in one launch: "Speed", 23), so only the sizes
-// up to 64 KiB stage.
+// to 4 MiB and 1.1-1.7x at 16 and 64 MiB in one launch: "Speed", 23), so a 2-rank
+// communicator whose links stream never stages them.
 func StagedGatherFor(world, bytes int, stream bool) bool {
-	if bytes < 1 || world < 2 {
+	switch {
+	case bytes < 1 || world < 2:
 		return false
+	case world == 2:
+		return !stream && bytes >= 8<<20
+	case world == 3:
+		return bytes >= 4<<20
 	}
-	return world > 2 || bytes <= 64<<10 || !stream && bytes >= 8<<20
+	return bytes >= 512<<10
 }
 
 // StagedBroadcastMinFor is the smallest Broadcast that auto runs through the

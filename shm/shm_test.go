@@ -159,18 +159,20 @@ func TestStagingDefaults(t *testing.T) {
 		}
 		require.Equal(t, want, StagedMinFor(w, true), "world %d, streaming", w)
 	}
-	// AllGather and ReduceScatter: every non-empty size from 3 ranks; at 2 up to 64 KiB
-	// and, unless the links stream, from 8 MiB; never alone or empty.
+	// AllGather and ReduceScatter: from 4 MiB at 3 ranks, from 512 KiB at 4 and more,
+	// and at 2, unless the links stream, from 8 MiB; never alone or empty.
 	for _, tc := range []struct {
 		world, bytes int
 		want         bool
 	}{
-		{2, 0, false}, {2, 1, true}, {2, 64 << 10, true}, {2, 64<<10 + 1, false}, {2, 4 << 20, false},
+		{2, 0, false}, {2, 1, false}, {2, 64 << 10, false}, {2, 4 << 20, false},
 		{2, 8<<20 - 1, false}, {2, 8 << 20, true}, {2, 1 << 30, true},
-		{3, 0, false}, {3, 1, true}, {3, 1 << 20, true}, {4, 96 << 10, true}, {8, 1 << 30, true}, {1, 1 << 20, false},
+		{3, 0, false}, {3, 1, false}, {3, 4<<20 - 1, false}, {3, 4 << 20, true}, {3, 1 << 30, true},
+		{4, 1, false}, {4, 512<<10 - 1, false}, {4, 512 << 10, true}, {8, 96 << 10, false}, {8, 1 << 30, true},
+		{1, 1 << 20, false}, {1, 1 << 30, false},
 	} {
 		require.Equal(t, tc.want, StagedGatherFor(tc.world, tc.bytes, false), "world %d, %d bytes", tc.world, tc.bytes)
-		require.Equal(t, tc.want && (tc.world > 2 || tc.bytes <= 64<<10), StagedGatherFor(tc.world, tc.bytes, true),
+		require.Equal(t, tc.want && tc.world > 2, StagedGatherFor(tc.world, tc.bytes, true),
 			"world %d, %d bytes, streaming", tc.world, tc.bytes)
 	}
 	for w, want := range map[int]int{2: 16 << 20, 3: 8 << 20, 4: 8 << 20} {

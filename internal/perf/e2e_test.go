@@ -279,11 +279,12 @@ func TestEndToEndShared(t *testing.T) {
 			require.Positive(t, direct, "no row ran direct:\n%s", out)
 		})
 	}
-	// Without -R 2, 3 ranks pass every non-empty AllGather through the staging area.
+	// Without -R 2, 3 ranks pass AllGathers from 4 MiB through the staging area
+	// (shm.StagedGatherFor): the 6 and 12 MiB rows, not the 3 MiB one.
 	out, errOut, code := runPerf(t, nil, "all_gather", "--np", "3", "--transport", "shm",
-		"-b", "3", "-e", "3M", "-f", "9", "-n", "2", "-w", "1", "-c", "1", "--predict")
+		"-b", "3M", "-e", "12M", "-f", "2", "-n", "2", "-w", "1", "-c", "1", "--predict")
 	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
-	require.Equal(t, 5, pricedRows(t, out, "staged"), out) // every row but the empty first one
+	require.Equal(t, 2, pricedRows(t, out, "staged"), out)
 	out, errOut, code = runPerf(t, nil, "all_reduce", "--np", "2", "--transport", "tcp", "-b", "1M", "-e", "1M", "-n", "2", "-c", "1", "-R", "2")
 	require.Equal(t, ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Contains(t, out, "not shared (not every link is shm")
