@@ -316,7 +316,7 @@ func TestStagedGatherScatter(t *testing.T) {
 				for _, count := range []int{0, 1, 7, 1000, 70001, 1<<20 + 1} {
 					gatherScatter(t, comms, count)
 					bytes := 4 * count * w
-					auto := w == 2 && !tc.stream && bytes >= 8<<20 || w == 3 && bytes >= 4<<20 || w >= 4 && bytes >= 512<<10
+					auto := w == 2 && !tc.stream && bytes >= 8<<20 || w == 3 && bytes >= 4<<20 || w >= 4 && bytes >= 128<<10
 					staged := tc.algo == "staged" && tc.min != "off" || tc.min != "off" && bytes > 0 && auto
 					if staged {
 						want += 6 // allgather, reducescatter sum and avg; in and out of place

@@ -374,11 +374,22 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		}
 		return 2*(wf-1)*m.hop(w, !oneGoroutine) +
 			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, ls*2*(wf-1)*n, (wf-1)*seg, ls*(wf-1)*n)
-	case transport.KindReduceScatter:
+	case transport.KindReduceScatter, transport.KindAllGather:
+		// W-1 dependent steps, a block out and a block in on every rank each, priced as
+		// AllReduce's: one message per step while a block fits the eager size (then in
+		// lockstep where ranks outnumber the cores), else pipelined chunks.
 		blk := n / wf
-		return (wf-1)*(m.a()+2*m.o()) + m.wire((wf-1)*blk) + m.red((wf-1)*blk)
-	case transport.KindAllGather:
-		return (wf-1)*(m.a()+2*m.o()) + m.wire((wf-1)*n/wf)
+		oneGoroutine := blk <= float64(m.EagerBytes)
+		per, ls := m.chunks(blk), 1.0
+		if oneGoroutine {
+			per, ls = 1, m.lockstep(w)
+		}
+		red, redAll := 0.0, 0.0
+		if kind == transport.KindReduceScatter {
+			red, redAll = (wf-1)*blk, ls*(wf-1)*n
+		}
+		msgs := 2 * (wf - 1) * per
+		return (wf-1)*m.hop(w, !oneGoroutine) + m.load(w, msgs, wf*msgs, (wf-1)*blk, ls*(wf-1)*n, red, redAll)
 	case transport.KindBroadcast: // the first chunk's W-1 hops, a send and a receive each, then a chunk per step
 		return (wf-1)*m.a() + chainMsgs(wf, m.chunks(n))*m.o() + m.wire(n+(wf-2)*m.chunk(n))
 	case transport.KindReduce:
@@ -457,10 +468,20 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 		return min(steps, 1)*m.hop(w, false) + steps*m.chunks(n)*m.o() + m.o() + m.wire(steps*n) + m.red(steps*n)
 	case transport.KindBroadcast:
 		return steps*(m.a()+m.chunks(n)*m.o()) + m.o() + m.wire(steps*n)
-	case transport.KindAllGather: // gather W blocks, then send the whole buffer to everyone
-		return 2*steps*m.a() + steps*(m.chunks(n/wf)+m.chunks(n))*m.o() + m.wire(steps*n/wf+steps*n)
-	case transport.KindReduceScatter: // every rank's whole input to the root, a block back
-		return 2*steps*m.a() + steps*(m.chunks(n)+m.chunks(n/wf))*m.o() + m.wire(steps*n+steps*n/wf) + m.red(steps*n)
+	case transport.KindAllGather, transport.KindReduceScatter:
+		// AllGather gathers the W blocks at the root and sends the whole buffer to
+		// everyone; ReduceScatter sends every rank's whole input to the root, which
+		// reduces them and sends each rank its block. Two hops, as AllReduce: the leaves
+		// send at once and the root takes their messages one after another, and its
+		// bytes in and out overlap on full-duplex links (the larger direction counts).
+		in, red := n/wf, 0.0
+		if kind == transport.KindReduceScatter {
+			in, red = n, steps*n
+		}
+		out := n + n/wf - in
+		msgs := steps * (m.chunks(in) + m.chunks(out))
+		return 2*min(steps, 1)*m.hop(w, !m.serial(n)) +
+			m.load(w, msgs+2, 2*msgs, steps*n, steps*(in+out), red, red)
 	case transport.KindGather, transport.KindScatter, transport.KindAllToAll:
 		return steps*(m.a()+m.chunks(n/wf)*m.o()) + m.wire(steps*n/wf)
 	case transport.KindBarrier:

@@ -68,6 +68,69 @@ func TestPredictSmallAllReduce(t *testing.T) {
 	}
 }
 
+// TestPredictGatherScatter checks the ring's and naive's AllGather and ReduceScatter
+// against hand counts. Small, with the terms far apart: the ring is W-1 dependent hops
+// and 2(W-1) messages per rank, naive 2 hops and the root's 2(W-1) messages plus a
+// leaf's 2. On 2 cores with polling ranks at W = 4 every hop and the busiest rank's
+// messages stretch by W/2: the ring's 12 messages, the same as all ranks' 24 over 2
+// cores, and naive's root 16. Bytes alone (n of the whole world's data): the ring
+// moves (W-1)/W n through every rank and ReduceScatter reduces as much, and naive's
+// root sends W-1 whole buffers (AllGather) or receives and reduces W-1 whole inputs
+// (ReduceScatter), the larger direction of its full-duplex links.
+func TestPredictGatherScatter(t *testing.T) {
+	const a, o = 1e-6, 1e-3
+	counts := algos.CostModel{Alpha: time.Microsecond, Overhead: time.Millisecond, Beta: math.Inf(1)}
+	crowded := counts
+	crowded.Cores, crowded.Polls = 2, true
+	const beta, gamma = 1e9, 4e9
+	bytes := algos.CostModel{Beta: beta, Gamma: gamma} // no Alpha, so no Overhead either
+	for _, k := range []transport.Kind{transport.KindAllGather, transport.KindReduceScatter} {
+		for _, tc := range []struct {
+			alg        string
+			w          int
+			m          algos.CostModel
+			hops, msgs float64
+		}{
+			{"ring", 2, counts, 1, 2}, {"ring", 3, counts, 2, 4}, {"ring", 64, counts, 63, 126},
+			{"naive", 2, counts, 2, 4}, {"naive", 3, counts, 2, 6}, {"naive", 64, counts, 2, 128},
+			{"ring", 4, crowded, 6, 12}, {"naive", 4, crowded, 4, 16},
+		} {
+			got, err := tc.m.Predict(tc.alg, k, 8*tc.w, tc.w)
+			require.NoError(t, err)
+			require.InDelta(t, tc.hops*a+tc.msgs*o, got.Seconds(), 1e-9, "%s %s w=%d cores=%d", tc.alg, k, tc.w, tc.m.Cores)
+		}
+		for _, w := range []int{2, 3, 4, 16} {
+			for _, n := range []int{0, 1 << 20, 64 << 20} {
+				wf, nf := float64(w), float64(n)
+				ring, naive := (wf-1)/wf*nf/beta, (wf-1)*nf/beta
+				if k == transport.KindReduceScatter {
+					ring += (wf - 1) / wf * nf / gamma
+					naive += (wf - 1) * nf / gamma
+				}
+				for alg, want := range map[string]float64{"ring": ring, "naive": naive} {
+					got, err := bytes.Predict(alg, k, n, w)
+					require.NoError(t, err)
+					require.InDelta(t, want, got.Seconds(), 1e-6*max(want, 1e-3), "%s %s w=%d n=%d", alg, k, w, n)
+				}
+			}
+		}
+	}
+	// The built-in shm model on 2 cores: naive at 4 ranks for small AllGathers and
+	// ReduceScatters, the ring at 2 and 3 and for larger ones (BENCHMARKS.md, "Speed", 36a).
+	shm := algos.ShmModel
+	shm.Cores = 2
+	for _, k := range []transport.Kind{transport.KindAllGather, transport.KindReduceScatter} {
+		for _, tc := range []struct {
+			w, n int
+			want string
+		}{{2, 1 << 10, "ring"}, {3, 1 << 10, "ring"}, {4, 64, "naive"}, {4, 4 << 10, "naive"}, {4, 64 << 10, "ring"}} {
+			alg, why, err := algos.Resolve("auto", k, tc.n, tc.w, shm)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, alg.Name(), "%s of %d bytes over %d ranks: %s", k, tc.n, tc.w, why)
+		}
+	}
+}
+
 // TestPredictOversubscribed: with more ranks than cores, a hop waits for a core
 // (alpha x W/cores) and the bytes of all ranks share the cores; with enough cores the
 // model is the plain one.

@@ -38,6 +38,31 @@ type BarrierExchanger interface {
 	BarrierTag(world int) (tag uint32, ok bool)
 }
 
+// PairExchanger is an optional Algorithm ability for two ranks: the algorithm says for
+// which AllGather, ReduceScatter or AllToAll calls it sends nothing but one message of n
+// bytes (one block: the call's count elements) to the other rank and receives one from
+// it, and for which Broadcasts the root sends one message of n bytes and the other rank
+// receives it, under one tag, and which tag. The messages, per kind:
+//
+//   - AllGather: the rank sends its Send; the peer's lands in the peer's block of Recv,
+//     and the own block is a copy of Send.
+//   - ReduceScatter: the rank sends the peer's block of Send; its Recv is its own block
+//     of Send op the peer's message, in that order (then Finish for avg, over 2 ranks).
+//   - AllToAll: the rank sends the peer's block of Send; the peer's lands in the peer's
+//     block of Recv, and the own block is a copy of the own block of Send.
+//   - Broadcast: the root sends its Send, and its Recv is a copy of it; the other rank
+//     receives it into Recv.
+//
+// A caller with the buffers at hand (the communicator, for a small blocking call) may
+// then exchange those very messages itself, and interoperate with a peer that runs the
+// algorithm.
+type PairExchanger interface {
+	// PairTag reports whether kind between two ranks, with blocks of n bytes,
+	// pipelining unit chunk and eager size eager (EagerLimit), is that one exchange,
+	// and its tag.
+	PairTag(kind transport.Kind, n, chunk, eager int) (tag uint32, ok bool)
+}
+
 // Exchange runs an AllReduce as one direct exchange under tag: it sends send to every
 // other rank (rank+1 first, so not every rank writes to rank 0 first), receives every
 // other rank's input into its slot of in, and reduces the W inputs in rank order into

@@ -5,8 +5,10 @@
  * Run:   mpirun -np N ./mpi_lat OP COUNT ITERS WARMUP
  * OP is allreduce (float32 sum, in place), sendrecv (MPI_Sendrecv of COUNT float32 to
  * the next rank from the previous), pingpong (MPI_Send then MPI_Recv on rank 0, the
- * reverse on rank 1; one round trip per call) or barrier. Prints, on rank 0,
- * "OP: TIME us/op". After the timed calls one more runs on inputs whose result is known
+ * reverse on rank 1; one round trip per call), barrier, broadcast (MPI_Bcast from rank
+ * 0, in place), or allgather, reducescatter
+ * (MPI_Reduce_scatter_block, float32 sum) or alltoall over blocks of COUNT float32.
+ * Prints, on rank 0, "OP: TIME us/op". After the timed calls one more runs on inputs whose result is known
  * (element i of rank r is r*1000+i), and the program exits 1 if a rank got another.
  */
 #include <mpi.h>
@@ -30,6 +32,14 @@ static void call(const char *op, float *x, float *y, int count) {
       MPI_Recv(y, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       MPI_Send(x, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
     }
+  } else if (!strcmp(op, "broadcast")) {
+    MPI_Bcast(x, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "allgather")) {
+    MPI_Allgather(x, count, MPI_FLOAT, y, count, MPI_FLOAT, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "reducescatter")) {
+    MPI_Reduce_scatter_block(x, y, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "alltoall")) {
+    MPI_Alltoall(x, count, MPI_FLOAT, y, count, MPI_FLOAT, MPI_COMM_WORLD);
   } else {
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -40,26 +50,32 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc != 5) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_lat allreduce|sendrecv|pingpong|barrier COUNT ITERS WARMUP\n");
+    if (rank == 0) fprintf(stderr, "usage: mpi_lat allreduce|sendrecv|pingpong|barrier|broadcast|allgather|reducescatter|alltoall COUNT ITERS WARMUP\n");
     MPI_Finalize();
     return 2;
   }
   const char *op = argv[1];
   int count = atoi(argv[2]), iters = atoi(argv[3]), warm = atoi(argv[4]);
-  float *x = calloc(count + 1, sizeof(float)), *y = calloc(count + 1, sizeof(float));
+  float *x = calloc((size_t)n * count + 1, sizeof(float)), *y = calloc((size_t)n * count + 1, sizeof(float));
   for (int i = 0; i < warm; i++) call(op, x, y, count);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   for (int i = 0; i < iters; i++) call(op, x, y, count);
   double us = (MPI_Wtime() - t0) / iters * 1e6;
-  for (int i = 0; i < count; i++) x[i] = (float)(rank * 1000 + i);
+  for (int i = 0; i < n * count; i++) x[i] = (float)(rank * 1000 + i);
   call(op, x, y, count);
   long wrong = 0, all = 0;
-  for (int i = 0; i < count; i++) {
+  int outs = count;
+  if (!strcmp(op, "allgather") || !strcmp(op, "alltoall")) outs = n * count;
+  for (int i = 0; i < outs; i++) {
     float want = 0, got = y[i];
     if (!strcmp(op, "allreduce")) want = (float)(1000 * n * (n - 1) / 2 + n * i), got = x[i];
     else if (!strcmp(op, "sendrecv")) want = (float)(((rank + n - 1) % n) * 1000 + i);
     else if (!strcmp(op, "pingpong") && rank == 0) want = (float)(1000 + i);
+    else if (!strcmp(op, "broadcast")) want = (float)i, got = x[i];
+    else if (!strcmp(op, "allgather")) want = (float)((i / count) * 1000 + i % count);
+    else if (!strcmp(op, "reducescatter")) want = (float)(1000 * n * (n - 1) / 2 + n * (rank * count + i));
+    else if (!strcmp(op, "alltoall")) want = (float)((i / count) * 1000 + rank * count + i % count);
     else continue;
     if (got != want) wrong++;
   }

@@ -366,7 +366,7 @@ func StagedMinFor(world int, stream bool) int {
 
 // StagedGatherFor reports whether auto runs an AllGather or ReduceScatter of bytes
 // (counted as nccl-tests' size column: the whole world's data) through the communicator's
-// staging area, for a communicator of world ranks: from 4 MiB at 3 ranks and from 512 KiB
+// staging area, for a communicator of world ranks: from 4 MiB at 3 ranks and from 128 KiB
 // at 4 and more; at 2, unless the links stream, from 8 MiB. shm.staged_min and
 // shm.staged_max bound the staged AllReduce only; "off" turns the staging area off for
 // every collective.
@@ -386,7 +386,10 @@ func StagedMinFor(world int, stream bool) int {
 // KiB (staged 1.2-2.3x its time), the ring ahead at 3 ranks up to 1-2 MiB (staged
 // 1.1-1.8x), and naive or the ring ahead at 4 ranks up to 32-64 KiB (staged 1.2-3.5x).
 // Staged led at 3 ranks from 4 MiB (ReduceScatter; AllGather from 32 MiB) and at 4
-// from 512 KiB at most sizes.
+// from 512 KiB at most sizes. Two more rounds at 4 ranks ("Speed", 36a) put staged
+// first, or within 5 % of naive, at 128 and 256 KiB too (the medians of all six:
+// 50 and 76 us against naive's 67 and 96 and the ring's 89 and 130 for AllGather, 63
+// and 99 against 68 and 116, and 91 and 125, for ReduceScatter).
 //
 // With stream (see StagedMinFor) the ring is faster from 256 KiB at 2 ranks (1.6-3.9x up
 // to 4 MiB and 1.1-1.7x at 16 and 64 MiB in one launch: "Speed", 23), so a 2-rank
@@ -400,7 +403,7 @@ func StagedGatherFor(world, bytes int, stream bool) bool {
 	case world == 3:
 		return bytes >= 4<<20
 	}
-	return bytes >= 512<<10
+	return bytes >= 128<<10
 }
 
 // StagedBroadcastMinFor is the smallest Broadcast that auto runs through the

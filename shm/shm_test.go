@@ -168,7 +168,7 @@ func TestStagingDefaults(t *testing.T) {
 		{2, 0, false}, {2, 1, false}, {2, 64 << 10, false}, {2, 4 << 20, false},
 		{2, 8<<20 - 1, false}, {2, 8 << 20, true}, {2, 1 << 30, true},
 		{3, 0, false}, {3, 1, false}, {3, 4<<20 - 1, false}, {3, 4 << 20, true}, {3, 1 << 30, true},
-		{4, 1, false}, {4, 512<<10 - 1, false}, {4, 512 << 10, true}, {8, 96 << 10, false}, {8, 1 << 30, true},
+		{4, 1, false}, {4, 128<<10 - 1, false}, {4, 128 << 10, true}, {8, 96 << 10, false}, {8, 1 << 30, true},
 		{1, 1 << 20, false}, {1, 1 << 30, false},
 	} {
 		require.Equal(t, tc.want, StagedGatherFor(tc.world, tc.bytes, false), "world %d, %d bytes", tc.world, tc.bytes)

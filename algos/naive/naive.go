@@ -40,6 +40,12 @@ const (
 	phaseP2P  = 3 // AllToAll and SendRecv
 )
 
+// PairTag reports that two ranks run an AllToAll of n-byte blocks as one exchange
+// (algos.PairExchanger): one message each way when a block is one chunk.
+func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool) {
+	return tag(phaseP2P, 0), kind == transport.KindAllToAll && n > 0 && n <= chunk
+}
+
 func tag(phase uint8, i int) uint32 { return algos.Tag(algos.TagNaive, phase, i) }
 
 // Run executes a on this rank.

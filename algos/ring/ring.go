@@ -36,6 +36,23 @@ func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
 	return algos.Tag(algos.TagRing, phaseAllReduce, 0), world == 2 && n <= eager && n <= chunk
 }
 
+// PairTag reports that two ranks run an AllGather or ReduceScatter of n-byte blocks as
+// one exchange, and a Broadcast of n bytes as one message from the root
+// (algos.PairExchanger): the ring's one step, one message while it fits the eager size
+// (serialOK).
+func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool) {
+	ok := n > 0 && n <= eager
+	switch kind {
+	case transport.KindAllGather:
+		return algos.Tag(algos.TagRing, phaseAllGather, 0), ok
+	case transport.KindReduceScatter:
+		return algos.Tag(algos.TagRing, phaseReduceScatter, 0), ok
+	case transport.KindBroadcast:
+		return algos.Tag(algos.TagRing, phaseBroadcast, 0), ok
+	}
+	return 0, false
+}
+
 // Tag phases, one per collective shape.
 const (
 	phaseAllReduce = iota + 1

@@ -9,7 +9,9 @@
 // burst issues -bw calls and then waits for them; -op sendrecv times SendRecv to the next
 // rank from the previous instead (in place, or with -oop into another buffer), and -op
 // pingpong a round trip of Send and Recv between ranks 0 and 1, -op barrier a Barrier,
-// and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -prof PREFIX
+// and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -op
+// allgather, reducescatter (sum) and alltoall time those collectives with -count
+// elements per rank's block, out of place whatever -oop says (-mode sync only); -prof PREFIX
 // writes a CPU profile per rank (PREFIX.RANK) of the timed loop. -warm calls come
 // first, untimed. After the timed calls one more call runs on inputs whose result is
 // known, and lat fails if any rank got another. The transport and every other setting
@@ -34,7 +36,7 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
-	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier or broadcast (root 0)")
+	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier, broadcast (root 0), allgather, reducescatter or alltoall")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	warm := flag.Int("warm", 1000, "untimed calls first")
 	flag.Parse()
@@ -48,8 +50,9 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
-	if op != "allreduce" && op != "sendrecv" && op != "pingpong" && op != "barrier" && op != "broadcast" || (op == "pingpong" || op == "barrier" || op == "broadcast") && mode != "sync" {
-		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier or broadcast with -mode sync", op, mode)
+	syncOnly := map[string]bool{"pingpong": true, "barrier": true, "broadcast": true, "allgather": true, "reducescatter": true, "alltoall": true}
+	if op != "allreduce" && op != "sendrecv" && !syncOnly[op] || syncOnly[op] && mode != "sync" {
+		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier, broadcast, allgather, reducescatter or alltoall with -mode sync", op, mode)
 	}
 	if n < 1 || warm < 0 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -warm %d, -bw %d, -count %d: want n >= 1, warm >= 0, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, warm, bw, count)
@@ -67,6 +70,14 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 	ys := xs // the output
 	if oop {
 		ys = make([]float32, count)
+	}
+	switch op { // blocks of count elements, out of place
+	case "allgather":
+		ys = make([]float32, c.Size()*count)
+	case "reducescatter":
+		xs, ys = make([]float32, c.Size()*count), make([]float32, count)
+	case "alltoall":
+		xs, ys = make([]float32, c.Size()*count), make([]float32, c.Size()*count)
 	}
 	buf, out := goccl.HostSlice(xs), goccl.HostSlice(ys)
 	next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
@@ -90,6 +101,12 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 			return c.Barrier(ctx)
 		case op == "broadcast":
 			return c.Broadcast(ctx, buf, out, count, goccl.Float32, 0)
+		case op == "allgather":
+			return c.AllGather(ctx, buf, out, count, goccl.Float32)
+		case op == "reducescatter":
+			return c.ReduceScatter(ctx, buf, out, count, goccl.Float32, goccl.Sum)
+		case op == "alltoall":
+			return c.AllToAll(ctx, buf, out, count, goccl.Float32)
 		}
 		return c.AllReduce(ctx, buf, out, count, goccl.Float32, goccl.Sum)
 	}
@@ -163,10 +180,12 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 // check runs call once more on inputs whose result is known (element i of rank r is
 // r*1000+i) and returns an error unless this rank got it: the sum over the ranks for an
 // AllReduce, the previous rank's input for a SendRecv, rank 1's for a ping-pong with
-// -oop and rank 0's own without (checked on rank 0), rank 0's for a Broadcast. out is the
-// output (xs itself without -oop).
+// -oop and rank 0's own without (checked on rank 0), rank 0's for a Broadcast, and for
+// AllGather, ReduceScatter and AllToAll their definitions over blocks of count elements.
+// out is the output (xs itself without -oop).
 func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error {
 	r, w := c.Rank(), c.Size()
+	count := len(out) / w // a block, for the block collectives
 	in := func(rank, i int) float32 { return float32(rank*1000 + i) }
 	for i := range xs {
 		xs[i] = in(r, i)
@@ -191,6 +210,12 @@ func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error
 			}
 		case "broadcast":
 			want = in(0, i)
+		case "allgather":
+			want = in(i/count, i%count)
+		case "reducescatter":
+			want = float32(1000*w*(w-1)/2 + w*(r*len(out)+i))
+		case "alltoall":
+			want = in(i/count, r*count+i%count)
 		default:
 			return nil
 		}
