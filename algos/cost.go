@@ -482,8 +482,19 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 		msgs := steps * (m.chunks(in) + m.chunks(out))
 		return 2*min(steps, 1)*m.hop(w, !m.serial(n)) +
 			m.load(w, msgs+2, 2*msgs, steps*n, steps*(in+out), red, red)
-	case transport.KindGather, transport.KindScatter, transport.KindAllToAll:
-		return steps*(m.a()+m.chunks(n/wf)*m.o()) + m.wire(steps*n/wf)
+	case transport.KindGather, transport.KindScatter:
+		// One hop: the leaves send at once (Gather), or the root sends to one after
+		// another without waiting (Scatter); on the path, the root's W-1 messages in a
+		// row and a leaf's one.
+		blk := n / wf
+		msgs := steps * m.chunks(blk)
+		return min(steps, 1)*m.hop(w, !m.serial(blk)) + m.load(w, msgs+1, 2*msgs, steps*blk, steps*blk, 0, 0)
+	case transport.KindAllToAll:
+		// Every rank sends its W-1 blocks, then receives the W-1 for it: one hop, and
+		// 2(W-1) messages at every rank.
+		blk := n / wf
+		msgs := 2 * steps * m.chunks(blk)
+		return min(steps, 1)*m.hop(w, !m.serial(blk)) + m.load(w, msgs, wf*msgs, steps*blk, wf*steps*blk, 0, 0)
 	case transport.KindBarrier:
 		// Up and down, the root one message from and to every rank: on the path a leaf's
 		// send, the root's 2 x steps, and a leaf's receive.

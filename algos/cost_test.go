@@ -131,6 +131,33 @@ func TestPredictGatherScatter(t *testing.T) {
 	}
 }
 
+// TestPredictNaiveOneHop checks naive's Gather, Scatter and AllToAll against hand
+// counts: one hop each, since no send waits for a receive (the leaves send at once, the
+// root sends to one after another, every rank sends all its blocks before it receives);
+// on the path the root's W-1 messages and a leaf's one (Gather, Scatter), or every
+// rank's W-1 sends and W-1 receives (AllToAll). Bytes: the root's W-1 blocks, or a
+// rank's W-1 blocks out (and as many in, at the same time).
+func TestPredictNaiveOneHop(t *testing.T) {
+	const a, o = 1e-6, 1e-3
+	counts := algos.CostModel{Alpha: time.Microsecond, Overhead: time.Millisecond, Beta: math.Inf(1)}
+	bytes := algos.CostModel{Beta: 1e9} // no Alpha, so no Overhead either
+	for _, w := range []int{2, 3, 4, 64} {
+		wf := float64(w)
+		for k, msgs := range map[transport.Kind]float64{
+			transport.KindGather: wf, transport.KindScatter: wf, transport.KindAllToAll: 2 * (wf - 1),
+		} {
+			got, err := counts.Predict("naive", k, 8*w, w)
+			require.NoError(t, err)
+			require.InDelta(t, a+msgs*o, got.Seconds(), 1e-9, "%s w=%d", k, w)
+			const n = 64 << 20
+			got, err = bytes.Predict("naive", k, n, w)
+			require.NoError(t, err)
+			want := (wf - 1) * n / wf / 1e9
+			require.InDelta(t, want, got.Seconds(), 1e-6*want, "%s w=%d bytes", k, w)
+		}
+	}
+}
+
 // TestPredictOversubscribed: with more ranks than cores, a hop waits for a core
 // (alpha x W/cores) and the bytes of all ranks share the cores; with enough cores the
 // model is the plain one.

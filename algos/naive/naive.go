@@ -342,12 +342,18 @@ func allToAll(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		copy(src[(rank+1)*n:], a.Send[(rank+1)*n:])
 	}
 	algos.CopyDistinct(a.Recv[rank*n:(rank+1)*n], own)
-	if algos.OneEagerMessage(p, n, cs) { // every send fits the links without a receive beside it
+	if algos.OneEagerMessage(p, n, cs) {
+		// Every send fits the links without a receive beside it, so all of them go
+		// first and the call waits for one hop, not W-1 in a row (a send to rank+k, then
+		// a receive from rank-k: at 3 ranks on 2 cores 14 us against vader's 7.4).
 		for k := 1; k < w; k++ {
-			to, from := (rank+k)%w, (rank-k+w)%w
+			to := (rank + k) % w
 			if err := sendChunks(ctx, p, to, phaseP2P, src[to*n:(to+1)*n], cs, nil); err != nil {
 				return err
 			}
+		}
+		for k := 1; k < w; k++ {
+			from := (rank - k + w) % w
 			if err := recvChunks(ctx, p, from, phaseP2P, a.Recv[from*n:(from+1)*n], cs, nil); err != nil {
 				return err
 			}
