@@ -274,3 +274,41 @@ func TestFastPairAsync(t *testing.T) {
 		require.Greater(t, comms[r].fast.pairs, uint64(4*n/2), "rank %d: queued calls did not take the fast path", r)
 	}
 }
+
+// Ranks that disagree on a call's count fail on both ranks with a mismatch, on the fast
+// path as on the general one: the message's header carries the call's fingerprint. A
+// Broadcast's root fails in its next call.
+func TestFastPairMismatch(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range pairKinds {
+		t.Run(kind.String(), func(t *testing.T) {
+			comms := shmPair(t, WithTimeout(5*time.Second))
+			errs := runRanksInternal(comms, func(c *Comm) error {
+				count := 4 + c.rank // rank 0: 4 elements, rank 1: 5
+				in, out := make([]float32, 2*count), make([]float32, 2*count)
+				switch kind {
+				case transport.KindAllGather:
+					return c.AllGather(ctx, HostSlice(in[:count]), HostSlice(out), count, Float32)
+				case transport.KindReduceScatter:
+					return c.ReduceScatter(ctx, HostSlice(in), HostSlice(out[:count]), count, Float32, Sum)
+				case transport.KindAllToAll:
+					return c.AllToAll(ctx, HostSlice(in), HostSlice(out), count, Float32)
+				}
+				return c.Broadcast(ctx, HostSlice(in[:count]), HostSlice(out[:count]), count, Float32, 0)
+			})
+			for r, err := range errs {
+				if kind == transport.KindBroadcast && r == 0 {
+					// The root only sends, as on the general path: it learns of the
+					// mismatch from the receiver's abort, in its next call.
+					require.NoError(t, err)
+					err = comms[0].Barrier(ctx)
+					require.Error(t, err, "the root's next call")
+					require.Contains(t, err.Error(), "rank 1")
+					continue
+				}
+				require.ErrorIs(t, err, transport.ErrMismatch, "rank %d", r)
+			}
+			require.Positive(t, comms[0].fast.pairs+comms[1].fast.pairs, "no rank took the fast path")
+		})
+	}
+}
