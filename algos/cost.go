@@ -129,6 +129,20 @@ func RDDirect(n, w, chunk, eager int) bool {
 	return w <= RDDirectMax && n <= eager && n <= chunk
 }
 
+// PairwiseOneStepMax is the largest block that algos/rd's AllGather and ReduceScatter
+// send in one step (every block out, then every block in: one dependent hop); larger
+// ones go step by step, a block to rank+k and one from rank-k at step k, as the ring's
+// steps cost. At 3 ranks on 2 cores the one step took up to twice the ring's time from
+// blocks of 21 KiB on ("Speed", 36d), while below 16 KiB it led.
+const PairwiseOneStepMax = 16 << 10
+
+// PairwiseOneStep reports whether rd runs an AllGather or ReduceScatter of n-byte blocks
+// in one step; PairwiseOneStepMax, and one message each (chunk, and eager as in
+// RDDirect). Shared by the algorithm and the cost model.
+func PairwiseOneStep(n, chunk, eager int) bool {
+	return n <= PairwiseOneStepMax && n <= chunk && n <= eager
+}
+
 // Predict returns the model's time for alg running kind on bytes (counted as Bytes
 // counts them) over world ranks. An algorithm that does not implement kind is predicted
 // as the algorithm its fallback chain lands on, which is what would run. It is pure
@@ -313,7 +327,7 @@ var nativeKinds = map[string][]transport.Kind{
 		transport.KindReduceScatter, transport.KindGather, transport.KindScatter, transport.KindAllToAll,
 		transport.KindBarrier, transport.KindSendRecv},
 	"hier": {transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast},
-	"rd":   {transport.KindAllReduce, transport.KindBarrier},
+	"rd":   {transport.KindAllReduce, transport.KindBarrier, transport.KindAllGather, transport.KindReduceScatter},
 	"staged": {transport.KindAllReduce, transport.KindAllGather, transport.KindReduceScatter,
 		transport.KindBroadcast},
 	"direct": {transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
@@ -375,21 +389,7 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		return 2*(wf-1)*m.hop(w, !oneGoroutine) +
 			m.load(w, msgs, wf*msgs, 2*(wf-1)*seg, ls*2*(wf-1)*n, (wf-1)*seg, ls*(wf-1)*n)
 	case transport.KindReduceScatter, transport.KindAllGather:
-		// W-1 dependent steps, a block out and a block in on every rank each, priced as
-		// AllReduce's: one message per step while a block fits the eager size (then in
-		// lockstep where ranks outnumber the cores), else pipelined chunks.
-		blk := n / wf
-		oneGoroutine := blk <= float64(m.EagerBytes)
-		per, ls := m.chunks(blk), 1.0
-		if oneGoroutine {
-			per, ls = 1, m.lockstep(w)
-		}
-		red, redAll := 0.0, 0.0
-		if kind == transport.KindReduceScatter {
-			red, redAll = (wf-1)*blk, ls*(wf-1)*n
-		}
-		msgs := 2 * (wf - 1) * per
-		return (wf-1)*m.hop(w, !oneGoroutine) + m.load(w, msgs, wf*msgs, (wf-1)*blk, ls*(wf-1)*n, red, redAll)
+		return blockSteps(m, kind, n, w)
 	case transport.KindBroadcast: // the first chunk's W-1 hops, a send and a receive each, then a chunk per step
 		return (wf-1)*m.a() + chainMsgs(wf, m.chunks(n))*m.o() + m.wire(n+(wf-2)*m.chunk(n))
 	case transport.KindReduce:
@@ -397,6 +397,27 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		return (wf-1)*m.a() + chainMsgs(wf, m.chunks(n))*m.o() + m.wire(fill) + m.red(fill)
 	}
 	return math.Inf(1)
+}
+
+// blockSteps prices an AllGather or ReduceScatter run as W-1 dependent steps, a block
+// out and a block in on every rank each (the ring's, and rd's pairwise schedule for
+// larger blocks), as AllReduce's steps are priced: one message per step while a block
+// fits the eager size (then in lockstep where ranks outnumber the cores), else
+// pipelined chunks.
+func blockSteps(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	wf := float64(w)
+	blk := n / wf
+	oneGoroutine := blk <= float64(m.EagerBytes)
+	per, ls := m.chunks(blk), 1.0
+	if oneGoroutine {
+		per, ls = 1, m.lockstep(w)
+	}
+	red, redAll := 0.0, 0.0
+	if kind == transport.KindReduceScatter {
+		red, redAll = (wf-1)*blk, ls*(wf-1)*n
+	}
+	msgs := 2 * (wf - 1) * per
+	return (wf-1)*m.hop(w, !oneGoroutine) + m.load(w, msgs, wf*msgs, (wf-1)*blk, ls*(wf-1)*n, red, redAll)
 }
 
 // chainMsgs is the per-message work on a pipelined chain's critical path over w ranks:
@@ -512,11 +533,30 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 // plus a step in and a step out for the W-P extra ranks. Across hosts every step is
 // priced at the slower link.
 func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
-	if _, h := m.split(w); h > 1 {
+	l, h := m.split(w)
+	if h > 1 {
 		m = worst(m.flat(), m.inter())
 	}
 	wf := float64(w)
 	switch kind {
+	case transport.KindAllGather, transport.KindReduceScatter:
+		blk := n / wf
+		if !PairwiseOneStep(int(blk), m.ChunkBytes, m.EagerBytes) {
+			return blockSteps(m, kind, n, w) // as the ring's steps (across hosts at the slower link)
+		}
+		// One step: every rank sends each other rank a block and receives one from each,
+		// (W-1)/W of the data each way as in the ring, in one hop. Across hosts a host's
+		// l ranks share its network link for their blocks to the W-l ranks elsewhere.
+		msgs := 2 * (wf - 1)
+		wire, wireAll := (wf-1)*blk, (wf-1)*n
+		if h > 1 {
+			wire = max(wire, float64(l)*(wf-float64(l))*blk)
+		}
+		red, redAll := 0.0, 0.0
+		if kind == transport.KindReduceScatter {
+			red, redAll = (wf-1)*blk, (wf-1)*n
+		}
+		return m.hop(w, false) + m.load(w, msgs, wf*msgs, wire, wireAll, red, redAll)
 	case transport.KindBarrier: // empty messages: a direct exchange, or ceil(log2 W) dependent rounds
 		if w <= RDDirectMax {
 			return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), 0, 0, 0, 0)

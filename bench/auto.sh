@@ -20,9 +20,9 @@
 #       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done
 #
 # COLL=all_gather, reduce_scatter, broadcast or reduce sweeps that collective instead of
-# all_reduce, against the fixed algorithms that implement it (ring, naive and staged for
-# all_gather and reduce_scatter, and tree too for broadcast; ring, tree and naive for
-# reduce); TUNE applies to all_reduce only.
+# all_reduce, against the fixed algorithms that implement it (ring, rd, naive and staged for
+# all_gather and reduce_scatter; ring, tree, naive and staged for broadcast; ring, tree
+# and naive for reduce); TUNE applies to all_reduce only.
 #
 # TRANSPORT=tcp (or any name `goccl perf --transport` takes) sweeps that transport
 # instead of the default (shm for local ranks); staged, which only shm's links carry,
@@ -63,7 +63,7 @@ COLL=${COLL:-all_reduce}
 TRANSPORT=${TRANSPORT:-auto}
 case $COLL in
   all_reduce) ALGOS=(auto ring tree rd naive staged) ;;
-  all_gather | reduce_scatter) ALGOS=(auto ring naive staged) ;;
+  all_gather | reduce_scatter) ALGOS=(auto ring rd naive staged) ;;
   broadcast) ALGOS=(auto ring tree naive staged) ;;
   reduce) ALGOS=(auto ring tree naive) ;;
   *) echo "auto.sh: COLL=$COLL: want all_reduce, all_gather, reduce_scatter, broadcast or reduce" >&2; exit 2 ;;

@@ -1,4 +1,5 @@
-// Package rd is the latency-optimal AllReduce for small messages, and Barrier: a direct exchange
+// Package rd is the latency-optimal AllReduce for small messages, and Barrier,
+// AllGather and ReduceScatter: a direct exchange
 // (every rank sends its vector to every other rank and reduces the W vectors itself,
 // one step) for small messages on up to DirectMax ranks, and recursive doubling
 // (log2 W steps, each an exchange with the rank whose number differs in one bit;
@@ -11,6 +12,12 @@
 // its hops. Its price is bandwidth: W-1 whole buffers in and out of every rank for the
 // exchange, log2 W for recursive doubling, against the ring's 2(W-1)/W; the cost model
 // (algos.CostModel, formula "rd") knows both, and auto picks rd only where it wins.
+//
+// Its AllGather and ReduceScatter are one step for blocks up to PairwiseOneStepMax (16
+// KiB): every rank sends each other rank the block it needs and then receives one from
+// each, (W-1)/W of the data each way as in the ring, in one dependent hop instead of
+// W-1. Larger blocks go step by step (a block to rank+k and one from rank-k at step k),
+// which costs what the ring's steps cost, and the cost model prices them so.
 //
 // Its Barrier is the same shapes with empty messages: one direct exchange up to
 // DirectMax ranks, and above that the dissemination barrier, ceil(log2 W) rounds in

@@ -28,28 +28,30 @@ const tagID = algos.TagRD
 
 // Tag phases.
 const (
-	phaseDirect  = iota + 1 // the one-step exchange
-	phaseFoldIn             // an extra rank's input to its partner
-	phaseStep               // recursive-doubling step (index = step << 16 | chunk)
-	phaseFoldOut            // the result back to an extra rank
-	phaseBarrier            // Barrier: the direct exchange (index 0), or a dissemination round (index = round)
+	phaseDirect   = iota + 1 // the one-step exchange
+	phaseFoldIn              // an extra rank's input to its partner
+	phaseStep                // recursive-doubling step (index = step << 16 | chunk)
+	phaseFoldOut             // the result back to an extra rank
+	phaseBarrier             // Barrier: the direct exchange (index 0), or a dissemination round (index = round)
+	phasePairwise            // AllGather and ReduceScatter: a block to every rank (index = chunk)
 )
 
 func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
 
 func init() { algos.Register(Algorithm{}) }
 
-// Algorithm is the recursive-doubling / direct-exchange AllReduce. The zero value is
-// ready to use.
+// Algorithm is the recursive-doubling / direct-exchange AllReduce, and the one-step
+// (pairwise) AllGather and ReduceScatter. The zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "rd".
 func (Algorithm) Name() string { return Name }
 
-// Supports reports AllReduce and Barrier; the selector falls back (to ring) for the
-// rest.
+// Supports reports AllReduce, Barrier, AllGather and ReduceScatter; the selector falls
+// back (to ring) for the rest.
 func (Algorithm) Supports(k transport.Kind) bool {
-	return k == transport.KindAllReduce || k == transport.KindBarrier
+	return k == transport.KindAllReduce || k == transport.KindBarrier || k == transport.KindAllGather ||
+		k == transport.KindReduceScatter
 }
 
 // ExchangeTag reports that a small AllReduce over at most DirectMax ranks is one direct
@@ -78,6 +80,8 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 	var err error
 	if a.Kind == transport.KindBarrier {
 		err = barrier(ctx, p)
+	} else if a.Kind == transport.KindAllGather || a.Kind == transport.KindReduceScatter {
+		err = pairwise(ctx, p, a, cs)
 	} else if t, ok := alg.ExchangeTag(len(a.Send), w, cs, eager); ok {
 		err = direct(ctx, p, a, t)
 	} else {
@@ -163,6 +167,114 @@ func direct(ctx context.Context, p algos.Peers, a *algos.Args, t uint32) error {
 		if err != nil {
 			return err
 		}
+	}
+	return reduce.Finish(a.DType, a.Op, a.Recv, w)
+}
+
+// pairwise runs an AllGather or ReduceScatter as one step: every rank sends each other
+// rank the block that rank needs (AllGather: its own block; ReduceScatter: that rank's
+// block of its input) and receives one block from each, stored in its place (AllGather)
+// or reduced into its own block (ReduceScatter, in the order rank-1, rank-2, ...: fixed
+// for each rank, and the block is reduced on that rank only). Every rank sends and
+// receives (W-1)/W of the data, as in the ring, in one dependent hop instead of W-1.
+// Where a block is small (algos.PairwiseOneStep: up to 16 KiB, one eager message) all
+// the sends go first, then the receives, as the direct AllReduce does: one dependent
+// hop. Larger blocks go step by step, a send to rank+k and a receive from rank-k at
+// step k, which keeps what a rank receives in the caches of its cores: sent first, a
+// 174 KiB block took twice the ring's time at 3 ranks on 2 cores ("Speed", 36d). Past
+// one eager message a goroutine sends while this one receives, both in that order, so
+// that at every step each link's sender and receiver work on the same block. For
+// comparison, four ranks on two cores took 19-20 us for an 8-byte AllGather and 16-20
+// for a ReduceScatter through naive, two hops, and 17-20 this way.
+func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
+	rank, w := p.Rank(), p.Size()
+	ag := a.Kind == transport.KindAllGather
+	n := len(a.Recv) // ReduceScatter's block
+	if ag {
+		n = len(a.Send)
+	}
+	out := func(to int) []byte { // the block for rank to
+		if ag {
+			return a.Send
+		}
+		return a.Send[to*n : (to+1)*n]
+	}
+	// ReduceScatter accumulates in Recv, starting from its own block of Send.
+	first := true
+	in := func(ctx context.Context, from int) error {
+		for i := range algos.NumChunks(n, cs) {
+			lo, hi := algos.Chunk(n, cs, i)
+			var err error
+			switch {
+			case ag:
+				err = algos.Recv(ctx, p, from, tag(phasePairwise, i), a.Recv[from*n+lo:from*n+hi])
+			case first:
+				own := a.Send[rank*n : (rank+1)*n]
+				err = algos.RecvReduce(ctx, p, from, tag(phasePairwise, i), a.DType, a.Op, a.Recv[lo:hi], own[lo:hi])
+			default:
+				err = algos.RecvReduce(ctx, p, from, tag(phasePairwise, i), a.DType, a.Op, a.Recv[lo:hi], a.Recv[lo:hi])
+			}
+			if err != nil {
+				return err
+			}
+		}
+		first = false
+		return nil
+	}
+	if ag {
+		algos.CopyDistinct(a.Recv[rank*n:(rank+1)*n], a.Send)
+	}
+	if n == 0 { // nothing to move; the ranks still meet, as in every algorithm
+		return barrier(ctx, p)
+	}
+	switch {
+	case algos.PairwiseOneStep(n, cs, algos.EagerLimit(p)):
+		for k := 1; k < w; k++ {
+			to := (rank + k) % w
+			if err := algos.Send(ctx, p, to, tag(phasePairwise, 0), out(to)); err != nil {
+				return err
+			}
+		}
+		for k := 1; k < w; k++ {
+			if err := in(ctx, (rank-k+w)%w); err != nil {
+				return err
+			}
+		}
+	case algos.OneEagerMessage(p, n, cs):
+		for k := 1; k < w; k++ {
+			to := (rank + k) % w
+			if err := algos.Send(ctx, p, to, tag(phasePairwise, 0), out(to)); err != nil {
+				return err
+			}
+			if err := in(ctx, (rank-k+w)%w); err != nil {
+				return err
+			}
+		}
+	default:
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			for k := 1; k < w; k++ {
+				to := (rank + k) % w
+				if err := sendAll(gctx, p, to, phasePairwise, 0, out(to), cs, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		g.Go(func() error {
+			for k := 1; k < w; k++ {
+				if err := in(gctx, (rank-k+w)%w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	if ag {
+		return nil
 	}
 	return reduce.Finish(a.DType, a.Op, a.Recv, w)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,13 +175,14 @@ func fromHalf(h uint16) float32 {
 	return math.Float32frombits(sign | (exp-15+127)<<23 | uint32(h&0x3ff)<<13)
 }
 
-// TestNotSupported: rd implements AllReduce and Barrier only, and says so.
+// TestNotSupported: rd implements AllReduce, Barrier, AllGather and ReduceScatter only,
+// and says so.
 func TestNotSupported(t *testing.T) {
 	a := rd.Algorithm{}
-	require.True(t, a.Supports(transport.KindAllReduce))
-	require.True(t, a.Supports(transport.KindBarrier))
+	ours := []transport.Kind{transport.KindAllReduce, transport.KindBarrier, transport.KindAllGather, transport.KindReduceScatter}
 	for _, k := range transport.Kinds {
-		if k == transport.KindAllReduce || k == transport.KindBarrier {
+		if slices.Contains(ours, k) {
+			require.True(t, a.Supports(k), "%s", k)
 			continue
 		}
 		require.False(t, a.Supports(k), "%s", k)
