@@ -530,8 +530,9 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 // dissemination rounds) and AllReduce: one direct exchange for small buffers (one hop,
 // but 2(W-1) messages and W-1 buffers in and out of every rank), else recursive
 // doubling over the largest power of two P <= W, log2 P exchanges of the whole buffer
-// plus a step in and a step out for the W-P extra ranks. Across hosts every step is
-// priced at the slower link.
+// plus a step in and a step out for the W-P extra ranks; and AllGather and
+// ReduceScatter (pairwise): one step for blocks up to PairwiseOneStepMax, else the
+// ring's steps. Across hosts every step is priced at the slower link.
 func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	l, h := m.split(w)
 	if h > 1 {
