@@ -78,7 +78,7 @@ type Comm struct {
 	exchIn   []byte      // the inputs of a small AllReduce run as one exchange (exchange), under execMu
 	small    smallPick   // what the last small AllReduce resolved to (exchange), under execMu
 	barrier  barrierPick // what a Barrier resolved to (fastBarrier), under execMu
-	pairs    [4]pairPick // what the last AllGather, ReduceScatter, AllToAll, Broadcast resolved to (fastPair), under execMu
+	pairs    [7]pairPick // what the last call of each kind fastPair and fastOneWay take resolved to, under execMu
 	opSince  int64       // the running operation's start in monoNow's units; set under execMu before it runs
 
 	localEager   int         // the smallest eager size this rank's links promise (transport.Eager)

@@ -13,14 +13,14 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// The two-rank AllGather, ReduceScatter, AllToAll and Broadcast fast paths (fastPair,
-// fastBroadcast): the values of every dtype (and op, for ReduceScatter; and root, for
-// Broadcast) against algostest's serial reference, in place and not, at 0, 1, 3 and
-// odd counts, at the largest block the shm link takes at once (2 KiB) and one element
-// past it; the fast path taken for every non-empty block up to 2 KiB and not beyond (a
-// Broadcast's receiver takes it beyond too); ranks on either path understanding each
-// other; and the books (Stats, the link's bytes, the flight record) as the general path
-// keeps them.
+// The two-rank fast paths of the other collectives (fastPair: AllGather, ReduceScatter,
+// AllToAll; fastOneWay: Broadcast, Scatter, Gather, Reduce): the values of every dtype
+// (and op, for the reductions; and root, for the rooted ones) against algostest's
+// serial reference, in place and not, at 0, 1, 3 and odd counts, at the largest block
+// the shm link takes at once (2 KiB) and one element past it; the fast path taken for
+// every non-empty block up to 2 KiB and not beyond (a rank that only receives takes it
+// beyond too); ranks on either path understanding each other; and the books (Stats,
+// the link's bytes, the flight record) as the general path keeps them.
 
 // viaCommsKind runs an algostest case through the communicators' collective of its kind.
 func viaCommsKind(comms []*Comm) func(context.Context, algos.Peers, *algos.Args) error {
@@ -35,12 +35,31 @@ func viaCommsKind(comms []*Comm) func(context.Context, algos.Peers, *algos.Args)
 			return c.AllToAll(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType)
 		case transport.KindBroadcast:
 			return c.Broadcast(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
+		case transport.KindScatter:
+			return c.Scatter(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
+		case transport.KindGather:
+			return c.Gather(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
+		case transport.KindReduce:
+			return c.Reduce(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Op, a.Root)
 		}
 		return fmt.Errorf("viaCommsKind: %s", a.Kind)
 	}
 }
 
-var pairKinds = []transport.Kind{transport.KindAllGather, transport.KindReduceScatter, transport.KindAllToAll, transport.KindBroadcast}
+var pairKinds = []transport.Kind{transport.KindAllGather, transport.KindReduceScatter, transport.KindAllToAll, transport.KindBroadcast,
+	transport.KindScatter, transport.KindGather, transport.KindReduce}
+
+// oneWay reports whether kind is one message between the two ranks, and whether rank r
+// sends it (the root of a Broadcast or Scatter, the other rank of a Gather or Reduce).
+func oneWay(kind transport.Kind, r, root int) (one, sends bool) {
+	switch kind {
+	case transport.KindBroadcast, transport.KindScatter:
+		return true, r == root
+	case transport.KindGather, transport.KindReduce:
+		return true, r != root
+	}
+	return false, true
+}
 
 func TestFastPairValues(t *testing.T) {
 	ctx := context.Background()
@@ -52,10 +71,10 @@ func TestFastPairValues(t *testing.T) {
 		transport.Uint64, transport.Float16, transport.BFloat16, transport.Float32, transport.Float64}
 	for _, kind := range pairKinds {
 		ops, roots := []transport.Op{transport.Sum}, []int{0}
-		if kind == transport.KindReduceScatter {
+		if kind == transport.KindReduceScatter || kind == transport.KindReduce {
 			ops = []transport.Op{transport.Sum, transport.Prod, transport.Min, transport.Max, transport.Avg}
 		}
-		if kind == transport.KindBroadcast {
+		if one, _ := oneWay(kind, 0, 0); one {
 			roots = []int{0, 1}
 		}
 		for _, dt := range dts {
@@ -71,7 +90,10 @@ func TestFastPairValues(t *testing.T) {
 								require.NoError(t, c.Check(ctx, mesh, viaCommsKind(comms)), "%s", c)
 							}
 							for r, cm := range comms {
-								fast := count > 0 && (count*s <= 2048 || kind == transport.KindBroadcast && r != root)
+								// The rank that sends needs the link to take the message at
+								// once (2 KiB); the one that only receives does not.
+								_, sends := oneWay(kind, r, root)
+								fast := count > 0 && (count*s <= 2048 || !sends)
 								took := cm.fast.pairs - before[r]
 								if fast {
 									require.EqualValues(t, 2, took, "rank %d, %s %s %s root %d, %d elements, in place %v: the fast path was not taken",
@@ -146,6 +168,21 @@ func TestFastPairMeetsTheGeneralPath(t *testing.T) {
 		require.NoError(t, err, "rank %d", r)
 	}
 	require.EqualValues(t, 80, comms[0].fast.pairs)
+	require.Zero(t, comms[1].fast.pairs)
+	// And the rooted kinds, rank 0 sending and receiving.
+	ctx := context.Background()
+	mesh, err := algostest.NewMesh(ctx, 2)
+	require.NoError(t, err)
+	defer mesh.Close()
+	for _, kind := range []transport.Kind{transport.KindBroadcast, transport.KindScatter, transport.KindGather, transport.KindReduce} {
+		for root := range 2 {
+			for _, count := range []int{1, 5, 333} {
+				c := algostest.Case{Kind: kind, DType: transport.Float32, Op: transport.Sum, Count: count, Root: root, Seed: uint64(count)}
+				require.NoError(t, c.Check(ctx, mesh, viaCommsKind(comms)), "%s", c)
+			}
+		}
+	}
+	require.EqualValues(t, 80+4*2*3, comms[0].fast.pairs)
 	require.Zero(t, comms[1].fast.pairs)
 }
 
@@ -277,7 +314,8 @@ func TestFastPairAsync(t *testing.T) {
 
 // Ranks that disagree on a call's count fail on both ranks with a mismatch, on the fast
 // path as on the general one: the message's header carries the call's fingerprint. A
-// Broadcast's root fails in its next call.
+// rank that only sends (a Broadcast's root, a Gather's other rank) fails in its next
+// call.
 func TestFastPairMismatch(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range pairKinds {
@@ -293,17 +331,23 @@ func TestFastPairMismatch(t *testing.T) {
 					return c.ReduceScatter(ctx, HostSlice(in), HostSlice(out[:count]), count, Float32, Sum)
 				case transport.KindAllToAll:
 					return c.AllToAll(ctx, HostSlice(in), HostSlice(out), count, Float32)
+				case transport.KindScatter:
+					return c.Scatter(ctx, HostSlice(in), HostSlice(out[:count]), count, Float32, 0)
+				case transport.KindGather:
+					return c.Gather(ctx, HostSlice(in[:count]), HostSlice(out), count, Float32, 0)
+				case transport.KindReduce:
+					return c.Reduce(ctx, HostSlice(in[:count]), HostSlice(out[:count]), count, Float32, Sum, 0)
 				}
 				return c.Broadcast(ctx, HostSlice(in[:count]), HostSlice(out[:count]), count, Float32, 0)
 			})
 			for r, err := range errs {
-				if kind == transport.KindBroadcast && r == 0 {
-					// The root only sends, as on the general path: it learns of the
+				if one, sends := oneWay(kind, r, 0); one && sends {
+					// The rank that only sends, as on the general path, learns of the
 					// mismatch from the receiver's abort, in its next call.
 					require.NoError(t, err)
-					err = comms[0].Barrier(ctx)
-					require.Error(t, err, "the root's next call")
-					require.Contains(t, err.Error(), "rank 1")
+					err = comms[r].Barrier(ctx)
+					require.Error(t, err, "rank %d's next call", r)
+					require.Contains(t, err.Error(), fmt.Sprintf("rank %d", 1-r))
 					continue
 				}
 				require.ErrorIs(t, err, transport.ErrMismatch, "rank %d", r)

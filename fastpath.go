@@ -52,9 +52,10 @@ import (
 //
 // A two-rank AllGather, ReduceScatter or AllToAll whose algorithm runs it as one
 // exchange of a block each way (algos.PairExchanger) takes the AllReduce's shape with
-// its own buffers (fastPair), and a two-rank Broadcast sent as one message takes a
-// Send's at the root and a Recv's at the other rank (fastBroadcast): 0.66-0.80 us to
-// 0.45-0.57 for an AllGather, 0.27-0.36 to 0.16-0.17 for a Broadcast ("Speed", 36b).
+// its own buffers (fastPair), and a two-rank Broadcast, Scatter, Gather or Reduce sent
+// as one message takes a Send's shape at the rank that sends and a Recv's at the other
+// (fastOneWay): 0.66-0.80 us to 0.45-0.57 for an AllGather, 0.27-0.36 to 0.16-0.17 for
+// a Broadcast ("Speed", 36b).
 //
 // A queued Work (AllReduceAsync and the like) takes the same paths when it is next in
 // line (execute): it finishes at once, and its books are settled as a blocking call's.
@@ -78,7 +79,7 @@ type fastPath struct {
 	sent     uint64              // AllReduces that sent on this path, for tests; under execMu
 	p2p      uint64              // point-to-point calls that took this path, for tests
 	barriers uint64              // Barriers that sent on this path, for tests
-	pairs    uint64              // AllGathers, ReduceScatters, AllToAlls and Broadcasts on this path, for tests
+	pairs    uint64              // the other collectives on this path (fastPair, fastOneWay), for tests
 	calls    uint64              // calls on this path that succeeded, both kinds
 }
 
@@ -268,8 +269,8 @@ func (c *Comm) fastCall(ctx context.Context, w *Work, op *opSpec) (done bool, er
 		return c.fastBarrier(ctx, w, op)
 	case KindAllGather, KindReduceScatter, KindAllToAll:
 		return c.fastPair(ctx, w, op)
-	case KindBroadcast:
-		return c.fastBroadcast(ctx, w, op)
+	case KindBroadcast, KindScatter, KindGather, KindReduce:
+		return c.fastOneWay(ctx, w, op)
 	}
 	return false, nil
 }
@@ -412,8 +413,14 @@ func pairSlot(kind Kind) int {
 		return 1
 	case KindAllToAll:
 		return 2
+	case KindBroadcast:
+		return 3
+	case KindScatter:
+		return 4
+	case KindGather:
+		return 5
 	}
-	return 3 // Broadcast
+	return 6 // Reduce
 }
 
 // pairFor returns what k, of bytes bytes in blocks of n, resolves to when the chosen
@@ -529,35 +536,80 @@ func (c *Comm) fastPair(ctx context.Context, w *Work, op *opSpec) (done bool, er
 	return true, c.fastEnd(w, op, run.start, run.tick, run.p, c.fast.obs.state, n)
 }
 
-// fastBroadcast runs a two-rank Broadcast on the fast path if it may (done) and returns
-// its error; the caller holds execMu and releases it after. Where the chosen algorithm
-// sends it as one message (algos.PairExchanger: the ring's), the root sends it when the
-// link takes it at once, keeps its books and is done, as a Send is (fastP2P); the other
-// rank keeps its books and receives. The same header and tag as the algorithm's own.
-func (c *Comm) fastBroadcast(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
+// fastOneWay runs a two-rank Broadcast, Scatter, Gather or Reduce on the fast path if it
+// may (done) and returns its error; the caller holds execMu and releases it after. Where
+// the chosen algorithm sends it as one message (algos.PairExchanger: the ring's
+// Broadcast and Reduce, naive's Gather and Scatter), the rank that sends (the root of a
+// Broadcast or Scatter, the other rank of a Gather or Reduce) sends when the link takes
+// the message at once, keeps its books and is done, as a Send is (fastP2P); the other
+// rank keeps its books and receives (and reduces, for a Reduce). The same header and
+// tag as the algorithm's own.
+func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
 	k := &op.coll
 	if c.fast.try == nil || k.count <= 0 || k.count > pairMaxCount || !k.dt.Valid() || k.root < 0 || k.root > 1 ||
-		k.recv.Kind() != transport.Host {
+		k.kind == KindReduce && !k.op.Valid() {
 		return false, nil
+	}
+	r, n := c.rank, k.count*k.dt.Size()
+	peer, root := 1-r, r == k.root
+	// What this rank needs of each buffer (0: nothing; algos.Validate's sizes), and
+	// whether it sends.
+	var sn, rn int
+	sends := root
+	switch k.kind {
+	case KindBroadcast:
+		rn = n
+		if root {
+			sn = n
+		}
+	case KindScatter:
+		rn = n
+		if root {
+			sn = 2 * n
+		}
+	case KindGather:
+		sn, sends = n, !root
+		if root {
+			rn = 2 * n
+		}
+	case KindReduce:
+		sn, sends = n, !root
+		if root {
+			rn = n
+		}
 	}
 	// Sizes the stream tuner times run the general path on both ranks, so that both
-	// count the same calls (streamtune.go); the root's message is far smaller anyway.
-	n, root := k.count*k.dt.Size(), c.rank == k.root
-	recv := k.recv.Bytes()
-	if len(recv) < n || n >= streamTuneMin {
+	// count the same calls (streamtune.go); the sender's message is far smaller anyway.
+	if 2*n >= streamTuneMin || sn > 0 && k.send.Kind() != transport.Host || rn > 0 && k.recv.Kind() != transport.Host {
 		return false, nil
 	}
-	recv = recv[:n:n]
-	var send []byte
-	if root {
-		if send = k.send.Bytes(); k.send.Kind() != transport.Host || len(send) < n {
+	var send, recv []byte
+	if sn > 0 {
+		if send = k.send.Bytes(); len(send) < sn {
 			return false, nil
 		}
-		if send = send[:n:n]; !algos.Apart(send, recv) && !algos.SameMemory(send, recv) {
+		send = send[:sn:sn]
+	}
+	if rn > 0 {
+		if recv = k.recv.Bytes(); len(recv) < rn {
+			return false, nil
+		}
+		recv = recv[:rn:rn]
+	}
+	if sn > 0 && rn > 0 && !algos.Apart(send, recv) { // NCCL's in-place forms only
+		switch {
+		case k.kind == KindScatter && algos.SameMemory(recv, send[r*n:]),
+			k.kind == KindGather && algos.SameMemory(send, recv[r*n:]),
+			(k.kind == KindBroadcast || k.kind == KindReduce) && algos.SameMemory(send, recv):
+		default:
 			return false, nil
 		}
 	}
-	p := c.pairFor(k, n, n)
+	bytes := n
+	if k.kind == KindScatter || k.kind == KindGather {
+		bytes = 2 * n
+	}
+	p := c.pairFor(k, bytes, n)
 	if p == nil {
 		return false, nil
 	}
@@ -565,24 +617,55 @@ func (c *Comm) fastBroadcast(ctx context.Context, w *Work, op *opSpec) (done boo
 	th := hdr
 	th.Tag = p.tag
 	s := c.fast.obs.state
-	if root {
-		if ok, err := c.fast.try.TrySend(th, send); err != nil || !ok {
+	if sends {
+		out := send // Broadcast, Gather, Reduce
+		if k.kind == KindScatter {
+			out = send[peer*n : peer*n+n]
+		}
+		if ok, err := c.fast.try.TrySend(th, out); err != nil || !ok {
 			return false, nil // the general path sends it, or reports the link's error
 		}
 		c.seq = hdr.Seq
 		c.fast.pairs++
 		start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, s, n, nil)
 		c.fast.try.Flush()
-		algos.CopyDistinct(recv, send)
+		switch k.kind {
+		case KindBroadcast:
+			algos.CopyDistinct(recv, send)
+		case KindScatter:
+			algos.CopyDistinct(recv, send[r*n:r*n+n])
+		}
 		return true, c.fastEnd(w, op, start, tick, pp, nil, 0)
+	}
+	into := recv // Broadcast, Scatter
+	switch k.kind {
+	case KindGather:
+		into = recv[peer*n : peer*n+n]
+	case KindReduce:
+		if len(c.exchIn) < n {
+			c.exchIn = make([]byte, max(n, 2*algos.SmallExchangeMax))
+		}
+		into = c.exchIn[:n:n]
 	}
 	c.seq = hdr.Seq
 	c.fast.pairs++
 	start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, nil, 0, s)
-	if err := c.fast.raw.Recv(&c.op, th, recv); err != nil {
+	err = c.fast.raw.Recv(&c.op, th, into)
+	if err != nil {
 		err = c.fast.obs.settle(err, &s.recvSince, &s.received, n, "receive from", start)
-		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): recv %d bytes from rank %d (tag %#x): %w",
-			c.rank, k.kind, hdr.Seq, p.name, n, k.root, p.tag, err)
+		err = fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", n, peer, p.tag, err)
+	} else {
+		switch k.kind {
+		case KindGather:
+			algos.CopyDistinct(recv[r*n:r*n+n], send)
+		case KindReduce: // Recv = Send op theirs, as the ring's last rank computes it
+			if err = reduce.Apply3(k.dt, k.op, recv, send, into); err == nil && k.op == transport.Avg {
+				err = reduce.Finish(k.dt, k.op, recv, 2)
+			}
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, hdr.Seq, p.name, err)
 		return true, c.fastFail(w, op, start, pp, c.failOp(&c.op, hdr, err))
 	}
 	return true, c.fastEnd(w, op, start, tick, pp, s, n)

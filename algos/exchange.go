@@ -41,8 +41,9 @@ type BarrierExchanger interface {
 // PairExchanger is an optional Algorithm ability for two ranks: the algorithm says for
 // which AllGather, ReduceScatter or AllToAll calls it sends nothing but one message of n
 // bytes (one block: the call's count elements) to the other rank and receives one from
-// it, and for which Broadcasts the root sends one message of n bytes and the other rank
-// receives it, under one tag, and which tag. The messages, per kind:
+// it, and for which Broadcast, Scatter, Gather or Reduce calls one rank sends one such
+// message and the other receives it, under one tag, and which tag. The messages, per
+// kind:
 //
 //   - AllGather: the rank sends its Send; the peer's lands in the peer's block of Recv,
 //     and the own block is a copy of Send.
@@ -52,6 +53,12 @@ type BarrierExchanger interface {
 //     block of Recv, and the own block is a copy of the own block of Send.
 //   - Broadcast: the root sends its Send, and its Recv is a copy of it; the other rank
 //     receives it into Recv.
+//   - Scatter: the root sends the peer's block of Send, and its Recv is a copy of its
+//     own block; the other rank receives into Recv.
+//   - Gather: the other rank sends its Send; the root receives it into the peer's block
+//     of Recv, and its own block is a copy of its Send.
+//   - Reduce: the other rank sends its Send; the root's Recv is its Send op the message,
+//     in that order (then Finish for avg, over 2 ranks).
 //
 // A caller with the buffers at hand (the communicator, for a small blocking call) may
 // then exchange those very messages itself, and interoperate with a peer that runs the

@@ -40,10 +40,20 @@ const (
 	phaseP2P  = 3 // AllToAll and SendRecv
 )
 
-// PairTag reports that two ranks run an AllToAll of n-byte blocks as one exchange
-// (algos.PairExchanger): one message each way when a block is one chunk.
+// PairTag reports that two ranks run an AllToAll of n-byte blocks as one exchange, and a
+// Gather or Scatter as one message to the root or from it (algos.PairExchanger): one
+// message each when a block is one chunk.
 func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool) {
-	return tag(phaseP2P, 0), kind == transport.KindAllToAll && n > 0 && n <= chunk
+	ok := n > 0 && n <= chunk
+	switch kind {
+	case transport.KindAllToAll:
+		return tag(phaseP2P, 0), ok
+	case transport.KindGather:
+		return tag(phaseUp, 0), ok
+	case transport.KindScatter:
+		return tag(phaseDown, 0), ok
+	}
+	return 0, false
 }
 
 func tag(phase uint8, i int) uint32 { return algos.Tag(algos.TagNaive, phase, i) }

@@ -37,9 +37,9 @@ func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
 }
 
 // PairTag reports that two ranks run an AllGather or ReduceScatter of n-byte blocks as
-// one exchange, and a Broadcast of n bytes as one message from the root
-// (algos.PairExchanger): the ring's one step, one message while it fits the eager size
-// (serialOK).
+// one exchange, and a Broadcast or Reduce of n bytes as one message from the root or to
+// it (algos.PairExchanger): the ring's one step, one message while it fits the eager
+// size (serialOK).
 func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool) {
 	ok := n > 0 && n <= eager
 	switch kind {
@@ -49,6 +49,8 @@ func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool
 		return algos.Tag(algos.TagRing, phaseReduceScatter, 0), ok
 	case transport.KindBroadcast:
 		return algos.Tag(algos.TagRing, phaseBroadcast, 0), ok
+	case transport.KindReduce:
+		return algos.Tag(algos.TagRing, phaseReduce, 0), ok
 	}
 	return 0, false
 }
