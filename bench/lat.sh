@@ -10,9 +10,9 @@
 #     bash bench/lat.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~2 min per round
 #
 # NP="2 3 4" picks the world sizes, OPS="allreduce sendrecv barrier pingpong" the
-# operations (also broadcast from rank 0, in place, and allgather, reducescatter and
-# alltoall: blocks of two float32 per rank, out of place), TRANSPORTS="shm tcp" the
-# transports. Writes OUTDIR/lat.tsv (tool, transport, ranks, op, round, us per call) and
+# operations (also broadcast from rank 0, in place; reduce, gather and scatter to or
+# from rank 0, and allgather, reducescatter and alltoall: blocks of two float32 per
+# rank, out of place), TRANSPORTS="shm tcp" the transports. Writes OUTDIR/lat.tsv (tool, transport, ranks, op, round, us per call) and
 # prints OUTDIR/lat.md. Run nothing else meanwhile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +72,8 @@ rounds = max(len(v) for v in pts.values())
 print(f"Medians over {rounds} interleaved rounds, us per call (a ping-pong's call is a round trip); every launch checked its values.\n")
 print("| op | ranks | shm: goccl | vader | ratio | tcp: goccl | Open MPI tcp | ratio |")
 print("|---|---:|---|---|---|---|---|---|")
-ops = ["allreduce", "sendrecv", "barrier", "pingpong", "broadcast", "allgather", "reducescatter", "alltoall"]
+ops = ["allreduce", "sendrecv", "barrier", "pingpong", "broadcast", "reduce", "gather", "scatter", "allgather",
+       "reducescatter", "alltoall"]
 for op in ops:
     for np in sorted({k[2] for k in pts}):
         cells = []

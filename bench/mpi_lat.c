@@ -6,7 +6,8 @@
  * OP is allreduce (float32 sum, in place), sendrecv (MPI_Sendrecv of COUNT float32 to
  * the next rank from the previous), pingpong (MPI_Send then MPI_Recv on rank 0, the
  * reverse on rank 1; one round trip per call), barrier, broadcast (MPI_Bcast from rank
- * 0, in place), or allgather, reducescatter
+ * 0, in place), reduce (MPI_Reduce to rank 0, float32 sum), gather and scatter (root
+ * 0, blocks of COUNT float32), or allgather, reducescatter
  * (MPI_Reduce_scatter_block, float32 sum) or alltoall over blocks of COUNT float32.
  * Prints, on rank 0, "OP: TIME us/op". After the timed calls one more runs on inputs whose result is known
  * (element i of rank r is r*1000+i), and the program exits 1 if a rank got another.
@@ -34,6 +35,12 @@ static void call(const char *op, float *x, float *y, int count) {
     }
   } else if (!strcmp(op, "broadcast")) {
     MPI_Bcast(x, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "reduce")) {
+    MPI_Reduce(x, y, count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "gather")) {
+    MPI_Gather(x, count, MPI_FLOAT, y, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  } else if (!strcmp(op, "scatter")) {
+    MPI_Scatter(x, count, MPI_FLOAT, y, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
   } else if (!strcmp(op, "allgather")) {
     MPI_Allgather(x, count, MPI_FLOAT, y, count, MPI_FLOAT, MPI_COMM_WORLD);
   } else if (!strcmp(op, "reducescatter")) {
@@ -50,7 +57,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc != 5) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_lat allreduce|sendrecv|pingpong|barrier|broadcast|allgather|reducescatter|alltoall COUNT ITERS WARMUP\n");
+    if (rank == 0) fprintf(stderr, "usage: mpi_lat allreduce|sendrecv|pingpong|barrier|broadcast|reduce|gather|scatter|allgather|reducescatter|alltoall COUNT ITERS WARMUP\n");
     MPI_Finalize();
     return 2;
   }
@@ -66,13 +73,16 @@ int main(int argc, char **argv) {
   call(op, x, y, count);
   long wrong = 0, all = 0;
   int outs = count;
-  if (!strcmp(op, "allgather") || !strcmp(op, "alltoall")) outs = n * count;
+  if (!strcmp(op, "allgather") || !strcmp(op, "alltoall") || !strcmp(op, "gather")) outs = n * count;
   for (int i = 0; i < outs; i++) {
     float want = 0, got = y[i];
     if (!strcmp(op, "allreduce")) want = (float)(1000 * n * (n - 1) / 2 + n * i), got = x[i];
     else if (!strcmp(op, "sendrecv")) want = (float)(((rank + n - 1) % n) * 1000 + i);
     else if (!strcmp(op, "pingpong") && rank == 0) want = (float)(1000 + i);
     else if (!strcmp(op, "broadcast")) want = (float)i, got = x[i];
+    else if (!strcmp(op, "reduce") && rank == 0) want = (float)(1000 * n * (n - 1) / 2 + n * i);
+    else if (!strcmp(op, "gather") && rank == 0) want = (float)((i / count) * 1000 + i % count);
+    else if (!strcmp(op, "scatter")) want = (float)(rank * count + i);
     else if (!strcmp(op, "allgather")) want = (float)((i / count) * 1000 + i % count);
     else if (!strcmp(op, "reducescatter")) want = (float)(1000 * n * (n - 1) / 2 + n * (rank * count + i));
     else if (!strcmp(op, "alltoall")) want = (float)((i / count) * 1000 + rank * count + i % count);

@@ -9,9 +9,10 @@
 // burst issues -bw calls and then waits for them; -op sendrecv times SendRecv to the next
 // rank from the previous instead (in place, or with -oop into another buffer), and -op
 // pingpong a round trip of Send and Recv between ranks 0 and 1, -op barrier a Barrier,
-// and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -op
-// allgather, reducescatter (sum) and alltoall time those collectives with -count
-// elements per rank's block, out of place whatever -oop says (-mode sync only); -prof PREFIX
+// and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -op reduce
+// (sum to rank 0), gather and scatter (root 0), allgather, reducescatter (sum) and
+// alltoall time those collectives with -count elements per rank's block, out of place
+// whatever -oop says (-mode sync only); -prof PREFIX
 // writes a CPU profile per rank (PREFIX.RANK) of the timed loop. -warm calls come
 // first, untimed. After the timed calls one more call runs on inputs whose result is
 // known, and lat fails if any rank got another. The transport and every other setting
@@ -36,7 +37,7 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
-	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier, broadcast (root 0), allgather, reducescatter or alltoall")
+	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier, broadcast, reduce, gather, scatter (root 0), allgather, reducescatter or alltoall")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	warm := flag.Int("warm", 1000, "untimed calls first")
 	flag.Parse()
@@ -50,9 +51,10 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 	if mode != "sync" && mode != "async" && mode != "burst" {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
-	syncOnly := map[string]bool{"pingpong": true, "barrier": true, "broadcast": true, "allgather": true, "reducescatter": true, "alltoall": true}
+	syncOnly := map[string]bool{"pingpong": true, "barrier": true, "broadcast": true, "reduce": true, "gather": true, "scatter": true,
+		"allgather": true, "reducescatter": true, "alltoall": true}
 	if op != "allreduce" && op != "sendrecv" && !syncOnly[op] || syncOnly[op] && mode != "sync" {
-		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier, broadcast, allgather, reducescatter or alltoall with -mode sync", op, mode)
+		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier, broadcast, reduce, gather, scatter, allgather, reducescatter or alltoall with -mode sync", op, mode)
 	}
 	if n < 1 || warm < 0 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -warm %d, -bw %d, -count %d: want n >= 1, warm >= 0, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, warm, bw, count)
@@ -72,8 +74,12 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 		ys = make([]float32, count)
 	}
 	switch op { // blocks of count elements, out of place
-	case "allgather":
+	case "reduce":
+		ys = make([]float32, count)
+	case "allgather", "gather":
 		ys = make([]float32, c.Size()*count)
+	case "scatter":
+		xs, ys = make([]float32, c.Size()*count), make([]float32, count)
 	case "reducescatter":
 		xs, ys = make([]float32, c.Size()*count), make([]float32, count)
 	case "alltoall":
@@ -101,6 +107,12 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 			return c.Barrier(ctx)
 		case op == "broadcast":
 			return c.Broadcast(ctx, buf, out, count, goccl.Float32, 0)
+		case op == "reduce":
+			return c.Reduce(ctx, buf, out, count, goccl.Float32, goccl.Sum, 0)
+		case op == "gather":
+			return c.Gather(ctx, buf, out, count, goccl.Float32, 0)
+		case op == "scatter":
+			return c.Scatter(ctx, buf, out, count, goccl.Float32, 0)
 		case op == "allgather":
 			return c.AllGather(ctx, buf, out, count, goccl.Float32)
 		case op == "reducescatter":
@@ -181,7 +193,8 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 // r*1000+i) and returns an error unless this rank got it: the sum over the ranks for an
 // AllReduce, the previous rank's input for a SendRecv, rank 1's for a ping-pong with
 // -oop and rank 0's own without (checked on rank 0), rank 0's for a Broadcast, and for
-// AllGather, ReduceScatter and AllToAll their definitions over blocks of count elements.
+// Reduce, Gather and Scatter (root 0), AllGather, ReduceScatter and AllToAll their
+// definitions over blocks of count elements.
 // out is the output (xs itself without -oop).
 func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error {
 	r, w := c.Rank(), c.Size()
@@ -210,6 +223,17 @@ func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error
 			}
 		case "broadcast":
 			want = in(0, i)
+		case "reduce", "gather":
+			if r != 0 {
+				return nil // only the root has a result
+			}
+			if op == "reduce" {
+				want = float32(1000*w*(w-1)/2 + w*i)
+			} else {
+				want = in(i/count, i%count)
+			}
+		case "scatter":
+			want = in(0, r*len(out)+i)
 		case "allgather":
 			want = in(i/count, i%count)
 		case "reducescatter":
