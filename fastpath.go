@@ -367,10 +367,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, w *Work, op *opSpec) (done boo
 	if !ok {
 		return false, nil
 	}
-	if len(c.exchIn) < 2*algos.SmallExchangeMax {
-		c.exchIn = make([]byte, 2*algos.SmallExchangeMax)
-	}
-	theirs := c.exchIn[:bytes:bytes]
+	theirs := c.theirs(bytes)
 	r, sent, err := c.fastExchange(ctx, w, op, sp.name, sp.tag, send, theirs)
 	if !sent {
 		return false, nil
@@ -382,9 +379,7 @@ func (c *Comm) fastAllReduce(ctx context.Context, w *Work, op *opSpec) (done boo
 		if c.rank == 1 {
 			x0, x1 = theirs, send
 		}
-		if err = reduce.Apply3(k.dt, k.op, recv, x0, x1); err == nil && k.op == transport.Avg {
-			err = reduce.Finish(k.dt, k.op, recv, 2)
-		}
+		err = reducePair(k, recv, x0, x1)
 	}
 	if err != nil {
 		err = fmt.Errorf("goccl: rank %d: %s op #%d (%s): %w", c.rank, k.kind, r.hdr.Seq, sp.name, err)
@@ -445,6 +440,40 @@ func (c *Comm) pairFor(k *call, bytes, n int) *pairPick {
 	return p
 }
 
+// pairBuffers returns k's buffers cut to what this rank of two uses (nil for one it does
+// not use), when algos.Validate takes them: the sizes, dtype, op and root, and the
+// overlaps (NCCL's in-place forms) the general path allows. ok is false otherwise, and
+// for device memory: the general path then runs the call, or says what is wrong.
+func (c *Comm) pairBuffers(k *call) (send, recv []byte, ok bool) {
+	if k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
+		return nil, nil, false
+	}
+	a := &c.scratch.args // doCollective's, which a fast call does not run
+	*a = algos.Args{Kind: k.kind, Send: k.send.Bytes(), Recv: k.recv.Bytes(), Count: k.count, DType: k.dt, Op: k.op,
+		Root: k.root, SendPeer: -1, RecvPeer: -1}
+	err := algos.Validate(a, c.rank, c.size)
+	send, recv = a.Send, a.Recv
+	*a = algos.Args{} // do not keep the caller's buffers alive
+	return send, recv, err == nil
+}
+
+// theirs is n bytes of the communicator's scratch (exchIn) for a peer's message that a
+// fast call reduces.
+func (c *Comm) theirs(n int) []byte {
+	if len(c.exchIn) < n {
+		c.exchIn = make([]byte, max(n, 2*algos.SmallExchangeMax))
+	}
+	return c.exchIn[:n:n]
+}
+
+// reducePair sets dst to a op b, the two ranks' parts of k, divided by 2 for avg.
+func reducePair(k *call, dst, a, b []byte) error {
+	if err := reduce.Apply3(k.dt, k.op, dst, a, b); err != nil || k.op != transport.Avg {
+		return err
+	}
+	return reduce.Finish(k.dt, k.op, dst, 2)
+}
+
 // pairMaxCount bounds the count fastPair looks at, so that its byte sizes cannot
 // overflow; the links take far less at once anyway (over shm 2 KiB).
 const pairMaxCount = 1 << 16
@@ -461,45 +490,20 @@ const pairMaxCount = 1 << 16
 // in-place form) take the general path, which says what is wrong.
 func (c *Comm) fastPair(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
 	k := &op.coll
-	if c.fast.try == nil || k.count <= 0 || k.count > pairMaxCount || !k.dt.Valid() ||
-		k.kind == KindReduceScatter && !k.op.Valid() || k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
+	if c.fast.try == nil || k.count <= 0 || k.count > pairMaxCount {
+		return false, nil
+	}
+	send, recv, ok := c.pairBuffers(k)
+	if !ok {
 		return false, nil
 	}
 	r, n := c.rank, k.count*k.dt.Size()
 	peer := 1 - r
-	send, recv := k.send.Bytes(), k.recv.Bytes()
-	sn, rn := 2*n, 2*n // AllToAll
-	switch k.kind {
-	case KindAllGather:
-		sn = n
-	case KindReduceScatter:
-		rn = n
-	}
-	if len(send) < sn || len(recv) < rn {
-		return false, nil
-	}
-	send, recv = send[:sn:sn], recv[:rn:rn]
 	own := send // the own block of Send (AllGather: Send itself)
 	if k.kind != KindAllGather {
 		own = send[r*n : r*n+n]
 	}
-	if !algos.Apart(send, recv) {
-		switch k.kind { // NCCL's in-place forms only
-		case KindAllGather:
-			if !algos.SameMemory(send, recv[r*n:]) {
-				return false, nil
-			}
-		case KindReduceScatter:
-			if !algos.SameMemory(recv, own) {
-				return false, nil
-			}
-		default:
-			if !algos.SameMemory(send, recv) {
-				return false, nil
-			}
-		}
-	}
-	p := c.pairFor(k, 2*n, n)
+	p := c.pairFor(k, algos.Bytes(k.kind, k.count, k.dt, 2), n)
 	if p == nil {
 		return false, nil
 	}
@@ -508,10 +512,7 @@ func (c *Comm) fastPair(ctx context.Context, w *Work, op *opSpec) (done bool, er
 	case KindAllGather:
 		out, theirs = send, recv[peer*n:peer*n+n]
 	case KindReduceScatter:
-		if len(c.exchIn) < n {
-			c.exchIn = make([]byte, max(n, 2*algos.SmallExchangeMax))
-		}
-		out, theirs = send[peer*n:peer*n+n], c.exchIn[:n:n]
+		out, theirs = send[peer*n:peer*n+n], c.theirs(n)
 	default:
 		out, theirs = send[peer*n:peer*n+n], recv[peer*n:peer*n+n]
 	}
@@ -522,9 +523,7 @@ func (c *Comm) fastPair(ctx context.Context, w *Work, op *opSpec) (done bool, er
 	c.fast.pairs++
 	if err == nil {
 		if k.kind == KindReduceScatter {
-			if err = reduce.Apply3(k.dt, k.op, recv, own, theirs); err == nil && k.op == transport.Avg {
-				err = reduce.Finish(k.dt, k.op, recv, 2)
-			}
+			err = reducePair(k, recv, own, theirs)
 		} else {
 			algos.CopyDistinct(recv[r*n:r*n+n], own)
 		}
@@ -546,70 +545,22 @@ func (c *Comm) fastPair(ctx context.Context, w *Work, op *opSpec) (done bool, er
 // tag as the algorithm's own.
 func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
 	k := &op.coll
-	if c.fast.try == nil || k.count <= 0 || k.count > pairMaxCount || !k.dt.Valid() || k.root < 0 || k.root > 1 ||
-		k.kind == KindReduce && !k.op.Valid() {
+	// Sizes the stream tuner times run the general path on both ranks, so that both
+	// count the same calls (streamtune.go); the sender's message is far smaller anyway.
+	if c.fast.try == nil || k.count <= 0 || k.count > pairMaxCount || 2*k.count*k.dt.Size() >= streamTuneMin {
+		return false, nil
+	}
+	send, recv, ok := c.pairBuffers(k)
+	if !ok {
 		return false, nil
 	}
 	r, n := c.rank, k.count*k.dt.Size()
 	peer, root := 1-r, r == k.root
-	// What this rank needs of each buffer (0: nothing; algos.Validate's sizes), and
-	// whether it sends.
-	var sn, rn int
-	sends := root
-	switch k.kind {
-	case KindBroadcast:
-		rn = n
-		if root {
-			sn = n
-		}
-	case KindScatter:
-		rn = n
-		if root {
-			sn = 2 * n
-		}
-	case KindGather:
-		sn, sends = n, !root
-		if root {
-			rn = 2 * n
-		}
-	case KindReduce:
-		sn, sends = n, !root
-		if root {
-			rn = n
-		}
+	sends := root // the rank that sends: the root of a Broadcast or Scatter, the other of a Gather or Reduce
+	if k.kind == KindGather || k.kind == KindReduce {
+		sends = !root
 	}
-	// Sizes the stream tuner times run the general path on both ranks, so that both
-	// count the same calls (streamtune.go); the sender's message is far smaller anyway.
-	if 2*n >= streamTuneMin || sn > 0 && k.send.Kind() != transport.Host || rn > 0 && k.recv.Kind() != transport.Host {
-		return false, nil
-	}
-	var send, recv []byte
-	if sn > 0 {
-		if send = k.send.Bytes(); len(send) < sn {
-			return false, nil
-		}
-		send = send[:sn:sn]
-	}
-	if rn > 0 {
-		if recv = k.recv.Bytes(); len(recv) < rn {
-			return false, nil
-		}
-		recv = recv[:rn:rn]
-	}
-	if sn > 0 && rn > 0 && !algos.Apart(send, recv) { // NCCL's in-place forms only
-		switch {
-		case k.kind == KindScatter && algos.SameMemory(recv, send[r*n:]),
-			k.kind == KindGather && algos.SameMemory(send, recv[r*n:]),
-			(k.kind == KindBroadcast || k.kind == KindReduce) && algos.SameMemory(send, recv):
-		default:
-			return false, nil
-		}
-	}
-	bytes := n
-	if k.kind == KindScatter || k.kind == KindGather {
-		bytes = 2 * n
-	}
-	p := c.pairFor(k, bytes, n)
+	p := c.pairFor(k, algos.Bytes(k.kind, k.count, k.dt, 2), n)
 	if p == nil {
 		return false, nil
 	}
@@ -642,10 +593,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 	case KindGather:
 		into = recv[peer*n : peer*n+n]
 	case KindReduce:
-		if len(c.exchIn) < n {
-			c.exchIn = make([]byte, max(n, 2*algos.SmallExchangeMax))
-		}
-		into = c.exchIn[:n:n]
+		into = c.theirs(n)
 	}
 	c.seq = hdr.Seq
 	c.fast.pairs++
@@ -659,9 +607,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 		case KindGather:
 			algos.CopyDistinct(recv[r*n:r*n+n], send)
 		case KindReduce: // Recv = Send op theirs, as the ring's last rank computes it
-			if err = reduce.Apply3(k.dt, k.op, recv, send, into); err == nil && k.op == transport.Avg {
-				err = reduce.Finish(k.dt, k.op, recv, 2)
-			}
+			err = reducePair(k, recv, send, into)
 		}
 	}
 	if err != nil {

@@ -240,6 +240,25 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 	if got[0] != 7 || got[1] != 8 {
 		t.Fatalf("Recv got %v, want [7 8]", got)
 	}
+	// AllGather and ReduceScatter on theirs (fastPair): the echo returns the block this
+	// rank sent, so the gather holds its own block twice and the reduction adds the two
+	// blocks of its input.
+	noAllocs("a blocking AllGather and ReduceScatter on the fast path", func() error {
+		xs[0], xs[1] = 3, 4
+		if err := fast[0].AllGather(ctx, goccl.HostSlice(xs[:1]), goccl.HostSlice(got), 1, goccl.Float32); err != nil {
+			return err
+		}
+		if got[0] != 3 || got[1] != 3 {
+			return fmt.Errorf("AllGather got %v, want [3 3]", got)
+		}
+		if err := fast[0].ReduceScatter(ctx, buf, goccl.HostSlice(got[:1]), 1, goccl.Float32, goccl.Sum); err != nil {
+			return err
+		}
+		if got[0] != 7 {
+			return fmt.Errorf("ReduceScatter got %v, want 7", got[0])
+		}
+		return nil
+	})
 }
 
 // The ring's and the double tree's steps at more than two ranks were built per call: the
