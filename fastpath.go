@@ -441,20 +441,14 @@ func (c *Comm) pairFor(k *call, bytes, n int) *pairPick {
 }
 
 // pairBuffers returns k's buffers cut to what this rank of two uses (nil for one it does
-// not use), when algos.Validate takes them: the sizes, dtype, op and root, and the
-// overlaps (NCCL's in-place forms) the general path allows. ok is false otherwise, and
-// for device memory: the general path then runs the call, or says what is wrong.
+// not use) when they are host memory and plainly fit the call (algos.Fit: what
+// algos.Validate would take). ok is false otherwise: the general path then runs the
+// call, or says what is wrong.
 func (c *Comm) pairBuffers(k *call) (send, recv []byte, ok bool) {
 	if k.send.Kind() != transport.Host || k.recv.Kind() != transport.Host {
 		return nil, nil, false
 	}
-	a := &c.scratch.args // doCollective's, which a fast call does not run
-	*a = algos.Args{Kind: k.kind, Send: k.send.Bytes(), Recv: k.recv.Bytes(), Count: k.count, DType: k.dt, Op: k.op,
-		Root: k.root, SendPeer: -1, RecvPeer: -1}
-	err := algos.Validate(a, c.rank, c.size)
-	send, recv = a.Send, a.Recv
-	*a = algos.Args{} // do not keep the caller's buffers alive
-	return send, recv, err == nil
+	return algos.Fit(k.kind, k.count, k.dt, k.op, c.size, c.rank, k.root, k.send.Bytes(), k.recv.Bytes())
 }
 
 // theirs is n bytes of the communicator's scratch (exchIn) for a peer's message that a

@@ -61,7 +61,6 @@ func Validate(a *Args, rank, world int) error {
 	}
 	n := a.Count * esz
 	// The reasons are formatted only when a buffer is too small: this runs on every call.
-	const one, all = false, true
 	why := func(whole bool) string {
 		if whole {
 			return fmt.Sprintf("count %d x %d ranks x %d-byte %s", a.Count, world, esz, a.DType)
@@ -71,12 +70,41 @@ func Validate(a *Args, rank, world int) error {
 	if rooted(k) && (a.Root < 0 || a.Root >= world) {
 		return fail("root %d out of range; valid 0..%d (world of %d ranks)", a.Root, world-1, world)
 	}
-	isRoot := a.Root == rank
-	var sendN, recvN int      // bytes needed; -1 = this rank does not use the buffer
-	var sendWhy, recvWhy bool // whether the need is the whole (world-sized) buffer
-	// alias is the one allowed offset of Send from Recv for the offset-aliasing kinds
-	// (positive: Send inside Recv; negative: Recv inside Send); noAlias elsewhere.
-	alias := noAlias
+	if k == transport.KindSendRecv {
+		if err := checkPeers(a, rank, world, fail); err != nil {
+			return err
+		}
+	}
+	sendN, recvN, sendWhy, recvWhy, alias := need(k, n, world, rank, a.Root, a.SendPeer, a.RecvPeer)
+	if sendN >= 0 && len(a.Send) < sendN {
+		return fail("send buffer is %d bytes, need %d (%s)", len(a.Send), sendN, why(sendWhy))
+	}
+	if recvN >= 0 && len(a.Recv) < recvN {
+		return fail("recv buffer is %d bytes, need %d (%s)", len(a.Recv), recvN, why(recvWhy))
+	}
+	if sendN < 0 {
+		a.Send = nil
+	} else {
+		a.Send = a.Send[:sendN:sendN]
+	}
+	if recvN < 0 {
+		a.Recv = nil
+	} else {
+		a.Recv = a.Recv[:recvN:recvN]
+	}
+	return checkOverlap(a, alias, rank, fail)
+}
+
+// need is what rank uses of Send and Recv in a call of kind over world ranks with n
+// bytes per rank's part (Count x the element size), rooted at root (or SendRecv's
+// peers): the bytes needed of each, -1 for a buffer it does not use; whether each need
+// is the whole (world-sized) buffer, for Validate's message; and alias, the one allowed
+// offset of Send from Recv for the offset-aliasing kinds (positive: Send inside Recv;
+// negative: Recv inside Send), noAlias elsewhere.
+func need(k transport.Kind, n, world, rank, root, sendPeer, recvPeer int) (sendN, recvN int, sendWhy, recvWhy bool, alias int) {
+	const one, all = false, true
+	isRoot := root == rank
+	alias = noAlias
 	switch k {
 	case transport.KindAllReduce:
 		sendN, recvN, sendWhy, recvWhy = n, n, one, one
@@ -109,34 +137,42 @@ func Validate(a *Args, rank, world int) error {
 	case transport.KindAllToAll:
 		sendN, recvN, sendWhy, recvWhy = world*n, world*n, all, all
 	case transport.KindSendRecv:
-		if err := checkPeers(a, rank, world, fail); err != nil {
-			return err
-		}
 		sendN, recvN, sendWhy, recvWhy = -1, -1, one, one
-		if a.SendPeer >= 0 {
+		if sendPeer >= 0 {
 			sendN = n
 		}
-		if a.RecvPeer >= 0 {
+		if recvPeer >= 0 {
 			recvN = n
 		}
 	}
-	if sendN >= 0 && len(a.Send) < sendN {
-		return fail("send buffer is %d bytes, need %d (%s)", len(a.Send), sendN, why(sendWhy))
+	return sendN, recvN, sendWhy, recvWhy, alias
+}
+
+// Fit is Validate for a caller that only needs to know whether a collective's buffers
+// plainly fit it, on every call (the communicator's two-rank fast paths): it formats
+// nothing and changes no Args. It reports whether Validate would take a call of kind
+// with count elements of dt (and op, for the reducing kinds) over world ranks rooted at
+// root, and returns send and recv cut to what rank uses (nil for a buffer it does not
+// use). A caller leaves anything it refuses to Validate, which says what is wrong. Not
+// for Barrier or SendRecv.
+func Fit(kind transport.Kind, count int, dt transport.DType, op transport.Op, world, rank, root int, send, recv []byte) (s, r []byte, ok bool) {
+	esz := dt.Size()
+	if !userKind(kind) || kind == transport.KindBarrier || kind == transport.KindSendRecv || !dt.Valid() ||
+		reducing(kind) && !op.Valid() || count < 0 || rank < 0 || rank >= world || overflows(count, esz, world) ||
+		rooted(kind) && (root < 0 || root >= world) {
+		return nil, nil, false
 	}
-	if recvN >= 0 && len(a.Recv) < recvN {
-		return fail("recv buffer is %d bytes, need %d (%s)", len(a.Recv), recvN, why(recvWhy))
+	sendN, recvN, _, _, alias := need(kind, count*esz, world, rank, root, -1, -1)
+	if sendN >= 0 && len(send) < sendN || recvN >= 0 && len(recv) < recvN {
+		return nil, nil, false
 	}
-	if sendN < 0 {
-		a.Send = nil
-	} else {
-		a.Send = a.Send[:sendN:sendN]
+	if sendN >= 0 {
+		s = send[:sendN:sendN]
 	}
-	if recvN < 0 {
-		a.Recv = nil
-	} else {
-		a.Recv = a.Recv[:recvN:recvN]
+	if recvN >= 0 {
+		r = recv[:recvN:recvN]
 	}
-	return checkOverlap(a, alias, rank, fail)
+	return s, r, overlapOK(kind, s, r, alias, rank, -1)
 }
 
 // checkPeers validates SendRecv's peers: each is -1 (none) or a rank; a rank sending to
@@ -157,6 +193,24 @@ func checkPeers(a *Args, rank, world int, fail func(string, ...any) error) error
 	return nil
 }
 
+// overlapOK reports whether send and recv are apart, or overlap as kind allows: at the
+// same start for the same-start kinds (SendRecv only to itself), or send = recv + alias
+// for the offset-aliasing kinds (checkOverlap).
+func overlapOK(kind transport.Kind, send, recv []byte, alias, rank, sendPeer int) bool {
+	if Apart(send, recv) {
+		return true
+	}
+	s := uintptr(unsafe.Pointer(unsafe.SliceData(send)))
+	r := uintptr(unsafe.Pointer(unsafe.SliceData(recv)))
+	switch {
+	case alias == noAlias:
+		return s == r && (kind != transport.KindSendRecv || sendPeer == rank)
+	case alias >= 0:
+		return s == r+uintptr(alias)
+	}
+	return r == s+uintptr(-alias)
+}
+
 // noAlias marks kinds whose only in-place form is Send and Recv at the same start.
 const noAlias = math.MinInt
 
@@ -165,21 +219,11 @@ const noAlias = math.MinInt
 // Send = Recv + alias for the offset-aliasing kinds (alias >= 0: Send lies inside Recv;
 // alias < 0: Recv inside Send).
 func checkOverlap(a *Args, alias, rank int, fail func(string, ...any) error) error {
-	if Apart(a.Send, a.Recv) {
+	if overlapOK(a.Kind, a.Send, a.Recv, alias, rank, a.SendPeer) {
 		return nil
 	}
 	s := uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))
 	r := uintptr(unsafe.Pointer(unsafe.SliceData(a.Recv)))
-	switch {
-	case alias == noAlias:
-		if s == r && (a.Kind != transport.KindSendRecv || a.SendPeer == rank) {
-			return nil
-		}
-	case alias >= 0 && s == r+uintptr(alias):
-		return nil
-	case alias < 0 && r == s+uintptr(-alias):
-		return nil
-	}
 	want := "send and recv must be the same memory or disjoint"
 	switch a.Kind {
 	case transport.KindAllGather, transport.KindGather:

@@ -160,3 +160,61 @@ func TestApart(t *testing.T) {
 		require.Equal(t, tc.want, algos.Apart(tc.x, tc.y), tc.name)
 	}
 }
+
+// TestFitAgreesWithValidate: Fit takes exactly the calls Validate takes, and cuts the
+// buffers as Validate does, over every collective Fit is for, 1-4 ranks, every rank,
+// roots in and out of range, valid and invalid dtypes and ops, and buffers that are
+// apart, short by a byte, in NCCL's in-place forms at every offset, or overlapping
+// otherwise.
+func TestFitAgreesWithValidate(t *testing.T) {
+	mem := make([]byte, 1024)
+	checked, taken := 0, 0
+	for _, k := range transport.Kinds {
+		if k == transport.KindBarrier || k == transport.KindSendRecv {
+			_, _, ok := algos.Fit(k, 1, transport.Float32, transport.Sum, 2, 0, 0, mem[:8], mem[8:16])
+			require.False(t, ok, "%s", k)
+			continue
+		}
+		for _, w := range []int{1, 2, 3, 4} {
+			for rank := range w {
+				for _, root := range []int{-1, 0, w - 1, w} {
+					for _, dt := range []transport.DType{transport.Float32, transport.Int8, transport.DType(200)} {
+						for _, op := range []transport.Op{transport.Sum, transport.Op(200)} {
+							for _, count := range []int{0, 1, 3} {
+								n := count * max(dt.Size(), 1)
+								big := w * n
+								// Send and Recv: apart (and a byte short), the same start, and
+								// each offset of one inside the other.
+								type pair struct{ s, r []byte }
+								cases := []pair{{mem[:big], mem[512 : 512+big]}, {mem[:max(big-1, 0)], mem[512 : 512+big]},
+									{mem[:big], mem[512 : 512+max(big-1, 0)]}, {mem[:big], mem[:big]}}
+								for off := 1; off <= big; off++ {
+									cases = append(cases, pair{mem[off : off+big], mem[:big]}, pair{mem[:big], mem[off : off+big]})
+								}
+								for _, c := range cases {
+									a := algos.Args{Kind: k, Send: c.s, Recv: c.r, Count: count, DType: dt, Op: op, Root: root,
+										SendPeer: -1, RecvPeer: -1}
+									err := algos.Validate(&a, rank, w)
+									s, r, ok := algos.Fit(k, count, dt, op, w, rank, root, c.s, c.r)
+									require.Equal(t, err == nil, ok, "%s w=%d rank=%d root=%d %s %s count=%d: %v", k, w, rank, root, dt, op, count, err)
+									checked++
+									if ok {
+										taken++
+										require.Equal(t, len(a.Send), len(s), "%s: send", k)
+										require.Equal(t, len(a.Recv), len(r), "%s: recv", k)
+										require.Equal(t, a.Send == nil, s == nil, "%s: send", k)
+										require.Equal(t, a.Recv == nil, r == nil, "%s: recv", k)
+										require.True(t, len(s) == 0 || &s[0] == &a.Send[0], "%s: send", k)
+										require.True(t, len(r) == 0 || &r[0] == &a.Recv[0], "%s: recv", k)
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Positive(t, taken)
+	require.Less(t, taken, checked)
+}
