@@ -334,18 +334,32 @@ func TestFlightRecordOfPointToPoint(t *testing.T) {
 }
 
 // An AllReduce whose output reaches algos.ColdBytes receives its last step with
-// RecvCold (shm's non-temporal copy, through the observer): values against the exact
-// sum, and the links' byte counts as the ring moves them (at 2 ranks each rank sends
-// and receives the message once, half in each step), out of place and in place.
+// RecvCold (shm's non-temporal copy, through the observer) and, where the ring runs its
+// steps in order (over tcp, and at 3 ranks), reduces its last reduce-scatter step with
+// RecvReduceCold (non-temporal stores, pieces streamed off the link): values against
+// the exact sum, and the links' byte counts as the ring moves them (every segment
+// crosses W-1 links in each half, so all ranks together send and receive 2(W-1) times
+// the message), out of place and in place.
 func TestColdAllReduceValuesAndCounts(t *testing.T) {
-	comms := local(t, 2, goccl.WithTransport("shm"), goccl.WithAlgo("ring"))
+	for _, tc := range []struct {
+		transport string
+		world     int
+	}{{"shm", 2}, {"tcp", 2}, {"shm", 3}} {
+		t.Run(fmt.Sprintf("%s-%d", tc.transport, tc.world), func(t *testing.T) {
+			coldAllReduce(t, tc.transport, tc.world)
+		})
+	}
+}
+
+func coldAllReduce(t *testing.T, transport string, world int) {
+	comms := local(t, world, goccl.WithTransport(transport), goccl.WithAlgo("ring"))
 	const n = algos.ColdBytes/4 + 3 // 12 bytes over the size, in float32: segments of odd and even counts
 	in := func(r, i int) float32 { return float32((i*7+r*11)%1000 - 500) }
-	before := make([]goccl.LinkTotals, 2)
+	before := make([]goccl.LinkTotals, world)
 	for r, c := range comms {
-		before[r] = c.Stats().Transport["shm"]
+		before[r] = c.Stats().Transport[transport]
 	}
-	outs := make([][]float32, 2)
+	outs := make([][]float32, world)
 	errs := runRanks(comms, func(c *goccl.Comm) error {
 		r := c.Rank()
 		xs := make([]float32, n)
@@ -370,14 +384,22 @@ func TestColdAllReduceValuesAndCounts(t *testing.T) {
 	for r, err := range errs {
 		require.NoError(t, err, "rank %d", r)
 	}
+	var sent, received uint64
 	for r, out := range outs {
 		for i, x := range out {
-			if want := float64(in(0, i)) + float64(in(1, i)); float64(x) != want {
+			want := 0.0
+			for q := range world {
+				want += float64(in(q, i))
+			}
+			if float64(x) != want {
 				t.Fatalf("rank %d [%d]: %v, want %v", r, i, x, want)
 			}
 		}
-		w := comms[r].Stats().Transport["shm"]
-		require.EqualValues(t, 2*4*n, w.Sent-before[r].Sent, "rank %d: bytes sent", r)
-		require.EqualValues(t, 2*4*n, w.Received-before[r].Received, "rank %d: bytes received", r)
+		w := comms[r].Stats().Transport[transport]
+		sent += w.Sent - before[r].Sent
+		received += w.Received - before[r].Received
 	}
+	calls := uint64(2) // out of place, in place
+	require.EqualValues(t, calls*uint64(2*(world-1))*4*n, sent, "bytes sent by all ranks")
+	require.EqualValues(t, calls*uint64(2*(world-1))*4*n, received, "bytes received by all ranks")
 }

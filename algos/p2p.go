@@ -108,6 +108,19 @@ func RecvCold(ctx context.Context, p Peers, peer int, tag uint32, buf []byte) er
 // be a). When the link implements transport.Streamer the pieces are reduced as they
 // arrive, with no staging copy; otherwise the message lands in a pooled scratch buffer.
 func RecvReduce(ctx context.Context, p Peers, peer int, tag uint32, dt transport.DType, op transport.Op, dst, a []byte) error {
+	return recvReduce(ctx, p, peer, tag, dt, op, dst, a, false)
+}
+
+// RecvReduceCold is RecvReduce for a destination the caller will not read again soon
+// (a large output, as RecvCold's): the pieces are reduced with reduce.Apply3Stream,
+// whose non-temporal stores (float32 sums and averages) skip reading dst's lines into
+// the cache before writing them. The ring's last reduce-scatter step takes it from
+// ColdBytes of output (BENCHMARKS.md, "Speed", 37a).
+func RecvReduceCold(ctx context.Context, p Peers, peer int, tag uint32, dt transport.DType, op transport.Op, dst, a []byte) error {
+	return recvReduce(ctx, p, peer, tag, dt, op, dst, a, true)
+}
+
+func recvReduce(ctx context.Context, p Peers, peer int, tag uint32, dt transport.DType, op transport.Op, dst, a []byte, cold bool) error {
 	if len(a) != len(dst) {
 		return fmt.Errorf("algos: %w: reduce into %d bytes from %d bytes", transport.ErrInvalid, len(dst), len(a))
 	}
@@ -116,7 +129,7 @@ func RecvReduce(ctx context.Context, p Peers, peer int, tag uint32, dt transport
 		// The callback escapes through the interface, so the reducer comes from a pool:
 		// one allocation per message was a tenth of an 8-byte AllReduce's CPU time.
 		st := reducers.Get().(*streamReducer)
-		st.dt, st.op, st.dst, st.a, st.esz = dt, op, dst, a, dt.Size()
+		st.dt, st.op, st.dst, st.a, st.esz, st.cold = dt, op, dst, a, dt.Size(), cold
 		err := s.RecvStream(ctx, p.Header(tag), len(dst), st.fn)
 		st.dst, st.a = nil, nil
 		clear(st.partial)
@@ -131,6 +144,9 @@ func RecvReduce(ctx context.Context, p Peers, peer int, tag uint32, dt transport
 	if err := link.Recv(ctx, p.Header(tag), tmp); err != nil {
 		return fmt.Errorf("recv %d bytes from rank %d (tag %#x): %w", len(dst), peer, tag, err)
 	}
+	if cold {
+		return reduce.Apply3Stream(dt, op, dst, a, tmp)
+	}
 	return reduce.Apply3(dt, op, dst, a, tmp)
 }
 
@@ -141,6 +157,7 @@ type streamReducer struct {
 	op      transport.Op
 	dst, a  []byte
 	esz     int
+	cold    bool // reduce with reduce.Apply3Stream (RecvReduceCold)
 	partial map[int]*partialElem
 	fn      func(int, []byte) error // piece, bound
 }
@@ -167,7 +184,11 @@ func (s *streamReducer) piece(off int, p []byte) error {
 		}
 	}
 	if alo < ahi {
-		if err := reduce.Apply3(s.dt, s.op, s.dst[alo:ahi], s.a[alo:ahi], p[alo-lo:ahi-lo]); err != nil {
+		apply := reduce.Apply3
+		if s.cold {
+			apply = reduce.Apply3Stream
+		}
+		if err := apply(s.dt, s.op, s.dst[alo:ahi], s.a[alo:ahi], p[alo-lo:ahi-lo]); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ type xfer struct {
 	finish bool   // recv: apply the op's Finish (Avg's division) to each chunk
 	wait   bool   // wait for one token from the other side before each chunk
 	signal bool   // give one token to the other side after each chunk
-	cold   bool   // recv: the caller will not read buf soon (algos.RecvCold)
+	cold   bool   // recv: the caller will not read buf soon (algos.RecvCold, RecvReduceCold)
 	also   []byte // recv: after the chunk lands in buf, copy it here too, past the caches
 }
 
@@ -275,6 +275,8 @@ func (pp *pipe) recv(ctx context.Context, x xfer, t uint32, lo, hi int) error {
 	a, buf := pp.a, x.buf[lo:hi]
 	var err error
 	switch {
+	case x.a != nil && x.cold:
+		err = algos.RecvReduceCold(ctx, pp.p, pp.prev, t, a.DType, a.Op, buf, x.a[lo:hi])
 	case x.a != nil:
 		err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, buf, x.a[lo:hi])
 	case x.cold:

@@ -129,11 +129,16 @@ func mod(x, w int) int { return ((x % w) + w) % w }
 // complete and finished. All-gather steps s = 0..W-2 then send segment r+1-s and store
 // segment r-s. A step's send is the segment the previous step received: the token.
 // The last all-gather step's segments are read by no later step: from coldBytes of
-// output it receives them with algos.RecvCold. Two ranks with such an output run
-// allReduce2 when interleaves says so, and so do two ranks with a float32 sum of any
-// size that interleaves (fusable); each runs allReduce2's fused form (fused2) where its
-// link and CPU allow (fusedLink). The order of the messages is decided alike on both
-// ranks (sizes, dtype and op), the fused form locally.
+// output it receives them with algos.RecvCold, and the last reduce-scatter step, whose
+// segment the all-gather then sends, reduces into Recv with algos.RecvReduceCold (its
+// lines are not read before they are written; not for an average, whose Finish reads
+// the chunk back at once): over tcp at 2 ranks about 5 % less time at 64 MiB, the same
+// within the noise at 3 and 4 ranks over shm and tcp (BENCHMARKS.md, "Speed", 37a).
+// Two ranks with such an output run allReduce2 when interleaves says so, and so do two
+// ranks with a float32 sum of any size that interleaves (fusable); each runs
+// allReduce2's fused form (fused2) where its link and CPU allow (fusedLink). The order
+// of the messages is decided alike on both ranks (sizes, dtype and op), the fused form
+// locally.
 func allReduce(ctx context.Context, pp *pipe) error {
 	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
 	esz := a.DType.Size()
@@ -155,7 +160,8 @@ func allReduce(ctx context.Context, pp *pipe) error {
 		}
 		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
 		lo, hi = seg(r - s - 1)
-		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true})
+		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true,
+			cold: cold && s == w-2 && a.Op != transport.Avg}) // an average's Finish reads the chunk back
 	}
 	for s := 0; s < w-1; s++ {
 		lo, hi := seg(r + 1 - s)

@@ -331,3 +331,21 @@ func TestInterleavedSlotsWithSlowSends(t *testing.T) {
 		}
 	}
 }
+
+// TestColdStepOrder: with the cold size lowered to 1 byte, every AllReduce of 3 and 4
+// ranks reduces its last reduce-scatter step with algos.RecvReduceCold (the inmem links
+// have no stream, so the message lands in scratch and reduce.Apply3Stream writes Recv:
+// non-temporal for float32 sums of 64 elements or more, Apply3 otherwise; averages
+// keep RecvReduce) and receives its last all-gather step cold: every op of these
+// dtypes, against the serial reference, in place and out of place, from 0 to 4M+3
+// elements.
+func TestColdStepOrder(t *testing.T) {
+	defer ring.SetColdBytes(1)()
+	algostest.Matrix(t, ring.Algorithm{}, algostest.Options{
+		Kinds:  []transport.Kind{transport.KindAllReduce},
+		Worlds: []int{3, 4},
+		Counts: []int{0, 1, 7, 13, 1000, 4099},
+		DTypes: []transport.DType{transport.Float32, transport.Float64, transport.BFloat16, transport.Int32},
+		Large:  true,
+	})
+}
