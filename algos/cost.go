@@ -129,6 +129,17 @@ func RDDirect(n, w, chunk, eager int) bool {
 	return w <= RDDirectMax && n <= eager && n <= chunk
 }
 
+// RDHalves reports whether algos/rd runs an AllReduce of n bytes per rank over w ranks
+// that is not a direct exchange (RDDirect) as recursive halving and doubling
+// (Rabenseifner's: 2(P-1)/P of the vector each way in 2 log2 P steps, P the largest
+// power of two <= w) rather than recursive doubling of the whole vector (log2 P
+// vectors in log2 P steps): from 4 such ranks, for a vector of more than one eager
+// message. At P = 2 both move the vector once each way, and doubling does it in one
+// step.
+func RDHalves(n, w, chunk, eager int) bool {
+	return w >= 4 && (n > eager || n > chunk)
+}
+
 // PairwiseOneStepMax is the largest block that algos/rd's AllGather and ReduceScatter
 // send in one step (every block out, then every block in: one dependent hop); larger
 // ones go step by step, a block to rank+k and one from rank-k at step k, as the ring's
@@ -530,7 +541,8 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 // dissemination rounds) and AllReduce: one direct exchange for small buffers (one hop,
 // but 2(W-1) messages and W-1 buffers in and out of every rank), else recursive
 // doubling over the largest power of two P <= W, log2 P exchanges of the whole buffer
-// plus a step in and a step out for the W-P extra ranks; and AllGather and
+// plus a step in and a step out for the W-P extra ranks, or from 4 ranks past one
+// eager message recursive halving and doubling (RDHalves, rdHalvesCost); and AllGather and
 // ReduceScatter (pairwise): one step for blocks up to PairwiseOneStepMax, else the
 // ring's steps. Across hosts every step is priced at the slower link.
 func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
@@ -577,9 +589,41 @@ func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	if e > 0 {
 		fold = 1
 	}
+	if RDHalves(int(n), w, m.ChunkBytes, m.EagerBytes) {
+		return rdHalvesCost(m, n, w, pw, lg, e, fold)
+	}
 	steps, ch := lg+2*fold, m.chunks(n)
 	return steps*m.hop(w, !m.serial(n)) + m.load(w, 2*(lg+fold)*ch, 2*(float64(pw)*lg+2*e)*ch,
 		(lg+fold)*n, float64(pw)*lg*n+2*e*n, (lg+fold)*n, float64(pw)*lg*n+e*n)
+}
+
+// rdHalvesCost prices rd's recursive halving and doubling (RDHalves) over w ranks, pw
+// of them a power of two (lg = log2 pw) and e = w - pw folded in (fold 1 if any): 2 lg
+// dependent steps, in the k-th of each half a piece of n/2^k each way; the busiest
+// rank, one that folds an extra rank in, also receives and reduces the extra's vector
+// and sends the result back. Pieces past the eager size go on the pipelined path.
+// Where ranks outnumber the cores and wait by polling (shm), the work stretches by
+// W/Cores, as a hop does: each step is an exchange between two ranks whose pieces go
+// through the link's buffer only while both run. Over shm at 4 ranks on 2 cores it took
+// 1.7-1.8x the ring's time at 4 and 16 MiB (3757 and 13730 us against 2085 and 7907),
+// while over tcp, whose waiting ranks sleep, it took 0.89-0.99x the ring's at 2-8 MiB
+// (BENCHMARKS.md, "Speed", 37d).
+func rdHalvesCost(m CostModel, n float64, w, pw int, lg, e, fold float64) float64 {
+	p := float64(pw)
+	moved := (p - 1) / p * n // each way, in each half
+	steps := 0.0             // a rank's messages in the 2 lg steps: a send and a receive each
+	for k := 1.0; k <= lg; k++ {
+		steps += 4 * m.chunks(n/math.Pow(2, k))
+	}
+	folds := 2 * m.chunks(n) // the vector in from an extra rank and the result out, or the reverse
+	msgs, msgsAll := steps+fold*folds, p*steps+2*e*folds
+	wire, wireAll := 2*moved+2*fold*n, 2*p*moved+4*e*n
+	red, redAll := moved+fold*n, p*moved+e*n
+	work := m.load(w, msgs, msgsAll, wire, wireAll, red, redAll)
+	if m.Polls {
+		work *= m.stretch(w)
+	}
+	return (2*lg+2*fold)*m.hop(w, !m.serial(n/2)) + work
 }
 
 // copied is the time a rank takes to copy c bytes itself, as staged and direct do

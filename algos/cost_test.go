@@ -672,3 +672,37 @@ func TestPredictScale(t *testing.T) {
 	require.InDelta(t, want, hierBig.Seconds(), 0.15*want)
 	require.InDelta(t, 2*float64(n)/12.5e9, ringBig.Seconds(), 0.1*2*float64(n)/12.5e9)
 }
+
+// TestPredictRDHalving: rd past one eager message at 4 or more ranks is recursive
+// halving and doubling, counted by hand: 2 log2 P hops (plus two to fold the W-P extra
+// ranks in and out), and at the busiest rank 2(P-1)/P of the buffer each way, (P-1)/P
+// of it reduced, plus the extra's whole buffer in, reduced and out again; at 2 and 3
+// ranks (P = 2) it stays recursive doubling, one whole buffer each way per step.
+func TestPredictRDHalving(t *testing.T) {
+	const n = 64 << 20 // past the eager size: every piece pipelined
+	hops := algos.CostModel{Alpha: time.Millisecond, Overhead: time.Nanosecond, Beta: math.Inf(1)}
+	wire := algos.CostModel{Alpha: time.Nanosecond, Overhead: time.Nanosecond, Beta: 1e9}
+	red := algos.CostModel{Alpha: time.Nanosecond, Overhead: time.Nanosecond, Beta: math.Inf(1), Gamma: 1e9}
+	for _, tc := range []struct {
+		w               int
+		hops, wire, red float64 // wire and red in buffers of n
+		halves          bool
+	}{
+		{2, 1, 1, 1, false},
+		{3, 3, 2, 2, false}, // doubling: fold in, one exchange, fold out
+		{4, 4, 1.5, 0.75, true},
+		{5, 6, 3.5, 1.75, true}, // P = 4 and one extra rank
+		{8, 6, 1.75, 0.875, true},
+	} {
+		require.Equal(t, tc.halves, algos.RDHalves(n, tc.w, algos.DefaultChunkBytes, algos.EagerBytes), "w=%d", tc.w)
+		got, err := hops.Predict("rd", transport.KindAllReduce, n, tc.w)
+		require.NoError(t, err)
+		require.InDelta(t, tc.hops*1e-3, got.Seconds(), 1e-4, "w=%d hops", tc.w)
+		got, err = wire.Predict("rd", transport.KindAllReduce, n, tc.w)
+		require.NoError(t, err)
+		require.InDelta(t, tc.wire*n/1e9, got.Seconds(), 1e-3*tc.wire*n/1e9+1e-4, "w=%d wire", tc.w)
+		got, err = red.Predict("rd", transport.KindAllReduce, n, tc.w)
+		require.NoError(t, err)
+		require.InDelta(t, tc.red*n/1e9, got.Seconds(), 1e-3*tc.red*n/1e9+1e-4, "w=%d reduce", tc.w)
+	}
+}

@@ -34,6 +34,8 @@ const (
 	phaseFoldOut             // the result back to an extra rank
 	phaseBarrier             // Barrier: the direct exchange (index 0), or a dissemination round (index = round)
 	phasePairwise            // AllGather and ReduceScatter: a block to every rank (index = chunk)
+	phaseHalve               // recursive halving: half the rank's range to its partner (index = step << 16 | chunk)
+	phaseGather              // recursive doubling of the reduced blocks (index = step << 16 | chunk)
 )
 
 func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
@@ -84,6 +86,8 @@ func (alg Algorithm) Run(ctx context.Context, p algos.Peers, a *algos.Args) erro
 		err = pairwise(ctx, p, a, cs)
 	} else if t, ok := alg.ExchangeTag(len(a.Send), w, cs, eager); ok {
 		err = direct(ctx, p, a, t)
+	} else if algos.RDHalves(len(a.Send), w, cs, eager) {
+		err = halving(ctx, p, a, cs, eager)
 	} else {
 		err = doubling(ctx, p, a, cs, eager)
 	}
@@ -309,6 +313,96 @@ func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) 
 	return nil
 }
 
+// halving is Rabenseifner's AllReduce over the largest power of two P <= W, folded as
+// doubling's: log2 P steps of recursive halving, in which a rank sends its partner
+// (rank ^ 2^s at step s) the half of its range that the partner keeps and reduces the
+// partner's copy of the half it keeps, leave every rank with its 1/P of the vector
+// reduced; then log2 P steps of recursive doubling, in the reverse order, gather the
+// blocks. Every rank sends and receives 2(P-1)/P of the vector, as in the ring, in
+// 2 log2 P dependent steps instead of the ring's 2(W-1), where doubling moves log2 P
+// whole vectors; each block is reduced on one rank and copied to the others, so every
+// rank ends with the same bits.
+func halving(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
+	rank, w := p.Rank(), p.Size()
+	pw := 1 << (bits.Len(uint(w)) - 1)
+	if rank >= pw {
+		if err := sendAll(ctx, p, rank-pw, phaseFoldIn, 0, a.Send, cs, nil); err != nil {
+			return fmt.Errorf("fold in: %w", err)
+		}
+		if err := recvAll(ctx, p, rank-pw, phaseFoldOut, a.Recv, cs); err != nil {
+			return fmt.Errorf("fold out: %w", err)
+		}
+		return nil
+	}
+	extra := rank+pw < w
+	src := a.Send // the step's operand: Send, until the first step has written Recv
+	if extra {
+		if err := recvReduceAll(ctx, p, a, rank+pw, phaseFoldIn, 0, a.Recv, a.Send, cs, nil); err != nil {
+			return fmt.Errorf("fold in: %w", err)
+		}
+		src = a.Recv
+	}
+	esz := a.DType.Size()
+	lo, hi := 0, a.Count // the range of elements this rank reduces
+	steps := bits.Len(uint(pw)) - 1
+	parents := make([][2]int, steps)
+	for s := range steps {
+		peer := rank ^ (1 << s)
+		mid := lo + (hi-lo)/2
+		keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
+		if rank&(1<<s) != 0 {
+			keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
+		}
+		parents[s] = [2]int{lo, hi}
+		give, keep := src[giveLo*esz:giveHi*esz], a.Recv[keepLo*esz:keepHi*esz]
+		if err := swap(ctx, p, peer, phaseHalve, s, give, keep, cs, eager, func(ctx context.Context) error {
+			return recvReduceAll(ctx, p, a, peer, phaseHalve, s<<16, keep, src[keepLo*esz:keepHi*esz], cs, nil)
+		}); err != nil {
+			return fmt.Errorf("halving step %d: %w", s, err)
+		}
+		lo, hi, src = keepLo, keepHi, a.Recv
+	}
+	if err := reduce.Finish(a.DType, a.Op, a.Recv[lo*esz:hi*esz], w); err != nil {
+		return err
+	}
+	for s := steps - 1; s >= 0; s-- {
+		peer, plo, phi := rank^(1<<s), parents[s][0], parents[s][1]
+		theirLo, theirHi := hi, phi // the partner holds the other half of the parent range
+		if lo != plo {
+			theirLo, theirHi = plo, lo
+		}
+		mine, theirs := a.Recv[lo*esz:hi*esz], a.Recv[theirLo*esz:theirHi*esz]
+		if err := swap(ctx, p, peer, phaseGather, s, mine, theirs, cs, eager, func(ctx context.Context) error {
+			return recvAllAt(ctx, p, peer, phaseGather, s<<16, theirs, cs)
+		}); err != nil {
+			return fmt.Errorf("gather step %d: %w", s, err)
+		}
+		lo, hi = plo, phi
+	}
+	if extra {
+		if err := sendAll(ctx, p, rank+pw, phaseFoldOut, 0, a.Recv, cs, nil); err != nil {
+			return fmt.Errorf("fold out: %w", err)
+		}
+	}
+	return nil
+}
+
+// swap sends out to peer (tags phase, step << 16 | chunk) while recv receives the
+// peer's message of its size: the send first when both fit one eager message each,
+// else both at once. out and what recv writes do not overlap.
+func swap(ctx context.Context, p algos.Peers, peer int, phase uint8, step int, out, in []byte, cs, eager int, recv func(context.Context) error) error {
+	if len(out) <= cs && len(out) <= eager && len(in) <= cs && len(in) <= eager {
+		if err := sendAll(ctx, p, peer, phase, step<<16, out, cs, nil); err != nil {
+			return err
+		}
+		return recv(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sendAll(gctx, p, peer, phase, step<<16, out, cs, nil) })
+	g.Go(func() error { return recv(gctx) })
+	return g.Wait()
+}
+
 // exchange swaps acc with peer and leaves acc op theirs in acc. A small acc goes in
 // one eager message, sent before the receive; a large one is sent chunk by chunk while
 // the peer's chunks are reduced in, each chunk only after it went out.
@@ -341,9 +435,14 @@ func sendAll(ctx context.Context, p algos.Peers, peer int, phase uint8, base int
 }
 
 func recvAll(ctx context.Context, p algos.Peers, peer int, phase uint8, buf []byte, cs int) error {
+	return recvAllAt(ctx, p, peer, phase, 0, buf, cs)
+}
+
+// recvAllAt receives peer's chunks tagged base+i into buf.
+func recvAllAt(ctx context.Context, p algos.Peers, peer int, phase uint8, base int, buf []byte, cs int) error {
 	for i := range algos.NumChunks(len(buf), cs) {
 		lo, hi := algos.Chunk(len(buf), cs, i)
-		if err := algos.Recv(ctx, p, peer, tag(phase, i), buf[lo:hi]); err != nil {
+		if err := algos.Recv(ctx, p, peer, tag(phase, base+i), buf[lo:hi]); err != nil {
 			return err
 		}
 	}

@@ -89,15 +89,25 @@ func naiveTime(p params, n, w int) float64 {
 }
 
 // rdTime for W = 2, 3, 4: a direct exchange (1 hop, W-1 buffers in and out) for small
-// buffers, else recursive doubling: log2 W exchanges for 2 and 4, and for 3 an
-// exchange between ranks 0 and 1 with rank 2 folded in and out (3 hops).
+// buffers, else recursive doubling: one exchange for 2, and for 3 an exchange between
+// ranks 0 and 1 with rank 2 folded in and out (3 hops); for 4, recursive halving and
+// doubling: 4 hops, halves then quarters of the buffer each way (3/4 of it in each
+// half), the work stretched by W/cores where polling ranks outnumber the cores.
 func rdTime(p params, n, w int) float64 {
 	nf, wf := float64(n), float64(w)
 	if n <= eager {
 		return p.call + p.hop(w, false) + p.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*nf, wf*(wf-1)*nf, (wf-1)*nf, wf*(wf-1)*nf)
 	}
+	if w == 4 {
+		msgs := 4 * (chunksOf(nf/2) + chunksOf(nf/4))
+		work := p.load(w, msgs, 4*msgs, 1.5*nf, 6*nf, 0.75*nf, 3*nf)
+		if p.polls && p.cores > 0 && w > p.cores {
+			work *= wf / float64(p.cores)
+		}
+		return p.call + 4*p.hop(w, nf/2 > eager) + work
+	}
 	// {hops, buffers sent by the busiest rank, buffers sent by all, buffers reduced by all}
-	s := map[int][4]float64{2: {1, 1, 2, 2}, 3: {3, 2, 4, 3}, 4: {2, 2, 8, 8}}[w]
+	s := map[int][4]float64{2: {1, 1, 2, 2}, 3: {3, 2, 4, 3}}[w]
 	ch := chunksOf(nf)
 	return p.call + s[0]*p.hop(w, true) + p.load(w, 2*s[1]*ch, 2*s[2]*ch, s[1]*nf, s[2]*nf, s[1]*nf, s[3]*nf)
 }
