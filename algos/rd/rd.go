@@ -42,8 +42,9 @@ func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
 
 func init() { algos.Register(Algorithm{}) }
 
-// Algorithm is the recursive-doubling / direct-exchange AllReduce, and the one-step
-// (pairwise) AllGather and ReduceScatter. The zero value is ready to use.
+// Algorithm is the direct-exchange / recursive-doubling / recursive-halving AllReduce,
+// and the one-step (pairwise) AllGather and ReduceScatter. The zero value is ready to
+// use.
 type Algorithm struct{}
 
 // Name returns "rd".
