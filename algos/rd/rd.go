@@ -275,10 +275,11 @@ func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	return reduce.Finish(a.DType, a.Op, a.Recv, w)
 }
 
-// doubling is recursive doubling over the largest power of two P <= W. Rank r >= P
-// hands its input to r-P first and gets the result back at the end; the others
-// accumulate in Recv and, at step s, exchange it with r ^ 2^s.
-func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
+// folded runs body on the largest power of two P <= W of the ranks. Rank r >= P hands
+// its input to r-P first, gets the result back at the end and runs nothing else; a
+// rank with such an extra rank reduces its input into Recv before body (extra) and
+// sends it Recv after.
+func folded(ctx context.Context, p algos.Peers, a *algos.Args, cs int, body func(pw int, extra bool) error) error {
 	rank, w := p.Rank(), p.Size()
 	pw := 1 << (bits.Len(uint(w)) - 1)
 	if rank >= pw {
@@ -295,15 +296,8 @@ func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) 
 		if err := recvReduceAll(ctx, p, a, rank+pw, phaseFoldIn, 0, a.Recv, a.Send, cs, nil); err != nil {
 			return fmt.Errorf("fold in: %w", err)
 		}
-	} else {
-		algos.CopyDistinct(a.Recv, a.Send)
 	}
-	for s := 0; 1<<s < pw; s++ {
-		if err := exchange(ctx, p, rank^(1<<s), s, a.Recv, a, cs, eager); err != nil {
-			return fmt.Errorf("step %d: %w", s, err)
-		}
-	}
-	if err := reduce.Finish(a.DType, a.Op, a.Recv, w); err != nil {
+	if err := body(pw, extra); err != nil {
 		return err
 	}
 	if extra {
@@ -314,78 +308,78 @@ func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) 
 	return nil
 }
 
-// halving is Rabenseifner's AllReduce over the largest power of two P <= W, folded as
-// doubling's: log2 P steps of recursive halving, in which a rank sends its partner
-// (rank ^ 2^s at step s) the half of its range that the partner keeps and reduces the
-// partner's copy of the half it keeps, leave every rank with its 1/P of the vector
-// reduced; then log2 P steps of recursive doubling, in the reverse order, gather the
-// blocks. Every rank sends and receives 2(P-1)/P of the vector, as in the ring, in
-// 2 log2 P dependent steps instead of the ring's 2(W-1), where doubling moves log2 P
-// whole vectors; each block is reduced on one rank and copied to the others, so every
-// rank ends with the same bits.
+// doubling is recursive doubling over the largest power of two P <= W (folded): the P
+// ranks accumulate in Recv and, at step s, exchange it with r ^ 2^s.
+func doubling(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
+	rank, w := p.Rank(), p.Size()
+	return folded(ctx, p, a, cs, func(pw int, extra bool) error {
+		if !extra {
+			algos.CopyDistinct(a.Recv, a.Send)
+		}
+		for s := 0; 1<<s < pw; s++ {
+			if err := exchange(ctx, p, rank^(1<<s), s, a.Recv, a, cs, eager); err != nil {
+				return fmt.Errorf("step %d: %w", s, err)
+			}
+		}
+		return reduce.Finish(a.DType, a.Op, a.Recv, w)
+	})
+}
+
+// halving is Rabenseifner's AllReduce over the largest power of two P <= W (folded):
+// log2 P steps of recursive halving, in which a rank sends its partner (rank ^ 2^s at
+// step s) the half of its range that the partner keeps and reduces the partner's copy
+// of the half it keeps, leave every rank with its 1/P of the vector reduced; then
+// log2 P steps of recursive doubling, in the reverse order, gather the blocks. Every
+// rank sends and receives 2(P-1)/P of the vector, as in the ring, in 2 log2 P
+// dependent steps instead of the ring's 2(W-1), where doubling moves log2 P whole
+// vectors; each block is reduced on one rank and copied to the others, so every rank
+// ends with the same bits.
 func halving(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
 	rank, w := p.Rank(), p.Size()
-	pw := 1 << (bits.Len(uint(w)) - 1)
-	if rank >= pw {
-		if err := sendAll(ctx, p, rank-pw, phaseFoldIn, 0, a.Send, cs, nil); err != nil {
-			return fmt.Errorf("fold in: %w", err)
+	return folded(ctx, p, a, cs, func(pw int, extra bool) error {
+		src := a.Send // the step's operand: Send, until Recv holds the rank's part
+		if extra {
+			src = a.Recv
 		}
-		if err := recvAll(ctx, p, rank-pw, phaseFoldOut, a.Recv, cs); err != nil {
-			return fmt.Errorf("fold out: %w", err)
+		esz := a.DType.Size()
+		lo, hi := 0, a.Count // the range of elements this rank reduces
+		steps := bits.Len(uint(pw)) - 1
+		parents := make([][2]int, steps)
+		for s := range steps {
+			peer := rank ^ (1 << s)
+			mid := lo + (hi-lo)/2
+			keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
+			if rank&(1<<s) != 0 {
+				keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
+			}
+			parents[s] = [2]int{lo, hi}
+			give, keep := src[giveLo*esz:giveHi*esz], a.Recv[keepLo*esz:keepHi*esz]
+			if err := swap(ctx, p, peer, phaseHalve, s, give, keep, cs, eager, func(ctx context.Context) error {
+				return recvReduceAll(ctx, p, a, peer, phaseHalve, s<<16, keep, src[keepLo*esz:keepHi*esz], cs, nil)
+			}); err != nil {
+				return fmt.Errorf("halving step %d: %w", s, err)
+			}
+			lo, hi, src = keepLo, keepHi, a.Recv
+		}
+		if err := reduce.Finish(a.DType, a.Op, a.Recv[lo*esz:hi*esz], w); err != nil {
+			return err
+		}
+		for s := steps - 1; s >= 0; s-- {
+			peer, plo, phi := rank^(1<<s), parents[s][0], parents[s][1]
+			theirLo, theirHi := hi, phi // the partner holds the other half of the parent range
+			if lo != plo {
+				theirLo, theirHi = plo, lo
+			}
+			mine, theirs := a.Recv[lo*esz:hi*esz], a.Recv[theirLo*esz:theirHi*esz]
+			if err := swap(ctx, p, peer, phaseGather, s, mine, theirs, cs, eager, func(ctx context.Context) error {
+				return recvAllAt(ctx, p, peer, phaseGather, s<<16, theirs, cs)
+			}); err != nil {
+				return fmt.Errorf("gather step %d: %w", s, err)
+			}
+			lo, hi = plo, phi
 		}
 		return nil
-	}
-	extra := rank+pw < w
-	src := a.Send // the step's operand: Send, until the first step has written Recv
-	if extra {
-		if err := recvReduceAll(ctx, p, a, rank+pw, phaseFoldIn, 0, a.Recv, a.Send, cs, nil); err != nil {
-			return fmt.Errorf("fold in: %w", err)
-		}
-		src = a.Recv
-	}
-	esz := a.DType.Size()
-	lo, hi := 0, a.Count // the range of elements this rank reduces
-	steps := bits.Len(uint(pw)) - 1
-	parents := make([][2]int, steps)
-	for s := range steps {
-		peer := rank ^ (1 << s)
-		mid := lo + (hi-lo)/2
-		keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
-		if rank&(1<<s) != 0 {
-			keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
-		}
-		parents[s] = [2]int{lo, hi}
-		give, keep := src[giveLo*esz:giveHi*esz], a.Recv[keepLo*esz:keepHi*esz]
-		if err := swap(ctx, p, peer, phaseHalve, s, give, keep, cs, eager, func(ctx context.Context) error {
-			return recvReduceAll(ctx, p, a, peer, phaseHalve, s<<16, keep, src[keepLo*esz:keepHi*esz], cs, nil)
-		}); err != nil {
-			return fmt.Errorf("halving step %d: %w", s, err)
-		}
-		lo, hi, src = keepLo, keepHi, a.Recv
-	}
-	if err := reduce.Finish(a.DType, a.Op, a.Recv[lo*esz:hi*esz], w); err != nil {
-		return err
-	}
-	for s := steps - 1; s >= 0; s-- {
-		peer, plo, phi := rank^(1<<s), parents[s][0], parents[s][1]
-		theirLo, theirHi := hi, phi // the partner holds the other half of the parent range
-		if lo != plo {
-			theirLo, theirHi = plo, lo
-		}
-		mine, theirs := a.Recv[lo*esz:hi*esz], a.Recv[theirLo*esz:theirHi*esz]
-		if err := swap(ctx, p, peer, phaseGather, s, mine, theirs, cs, eager, func(ctx context.Context) error {
-			return recvAllAt(ctx, p, peer, phaseGather, s<<16, theirs, cs)
-		}); err != nil {
-			return fmt.Errorf("gather step %d: %w", s, err)
-		}
-		lo, hi = plo, phi
-	}
-	if extra {
-		if err := sendAll(ctx, p, rank+pw, phaseFoldOut, 0, a.Recv, cs, nil); err != nil {
-			return fmt.Errorf("fold out: %w", err)
-		}
-	}
-	return nil
+	})
 }
 
 // swap sends out to peer (tags phase, step << 16 | chunk) while recv receives the
