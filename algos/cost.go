@@ -542,9 +542,10 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 // but 2(W-1) messages and W-1 buffers in and out of every rank), else recursive
 // doubling over the largest power of two P <= W, log2 P exchanges of the whole buffer
 // plus a step in and a step out for the W-P extra ranks, or from 4 ranks past one
-// eager message recursive halving and doubling (RDHalves, rdHalvesCost); and AllGather and
-// ReduceScatter (pairwise): one step for blocks up to PairwiseOneStepMax, else the
-// ring's steps. Across hosts every step is priced at the slower link.
+// eager message recursive halving and doubling (RDHalves, rdHalvesCost); and
+// AllGather and ReduceScatter (pairwise): one step for blocks up to
+// PairwiseOneStepMax, else the ring's steps. Across hosts every step is priced at the
+// slower link.
 func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	l, h := m.split(w)
 	if h > 1 {
