@@ -403,3 +403,17 @@ func coldAllReduce(t *testing.T, transport string, world int) {
 	require.EqualValues(t, calls*uint64(2*(world-1))*4*n, sent, "bytes sent by all ranks")
 	require.EqualValues(t, calls*uint64(2*(world-1))*4*n, received, "bytes received by all ranks")
 }
+
+// The ring's ReduceScatter whose output reaches algos.ColdBytes reduces its last step
+// past the caches (RecvReduceCold, streamed off the link), and its AllGather of such
+// an output receives its last block cold (shm's non-temporal copy): over shm and tcp
+// at 2 ranks, blocks of ColdBytes + 12 bytes, sum and avg, in place and out of place,
+// every element against a float64 reference (gatherScatter).
+func TestColdGatherScatter(t *testing.T) {
+	for _, transport := range []string{"shm", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			comms := local(t, 2, goccl.WithTransport(transport), goccl.WithAlgo("ring"))
+			gatherScatter(t, comms, algos.ColdBytes/4+3)
+		})
+	}
+}

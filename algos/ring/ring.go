@@ -204,6 +204,7 @@ func exchange(ctx context.Context, p algos.Peers, a *algos.Args, t uint32, peer 
 func reduceScatter(ctx context.Context, pp *pipe) error {
 	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
 	n := len(a.Recv)
+	cold := n >= coldBytes // the last step's sums are the call's output: past the caches
 	blk := func(b int) []byte { b = mod(b, w); return a.Send[b*n : (b+1)*n] }
 	var scratch [2][]byte
 	for i := range min(2, w-2) {
@@ -218,7 +219,8 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 		if !last {
 			dst = scratch[s%2]
 		}
-		st.recvs = append(st.recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2})
+		st.recvs = append(st.recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2,
+			cold: last && cold && a.Op != transport.Avg})
 		src := blk(r - 1)
 		if s > 0 {
 			src = scratch[(s-1)%2]
@@ -234,6 +236,7 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 func allGather(ctx context.Context, pp *pipe) error {
 	a, r, w := pp.a, pp.p.Rank(), pp.p.Size()
 	n := len(a.Send)
+	cold := len(a.Recv) >= coldBytes // the last step's block is forwarded by no one: past the caches
 	blk := func(b int) []byte { b = mod(b, w); return a.Recv[b*n : (b+1)*n] }
 	algos.CopyDistinct(blk(r), a.Send)
 	st := getSteps(w - 1)
@@ -244,7 +247,7 @@ func allGather(ctx context.Context, pp *pipe) error {
 			src = a.Send
 		}
 		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
-		st.recvs = append(st.recvs, xfer{buf: blk(r - s - 1), signal: s < w-2})
+		st.recvs = append(st.recvs, xfer{buf: blk(r - s - 1), signal: s < w-2, cold: cold && s == w-2})
 	}
 	return pp.runSteps(ctx, st)
 }
@@ -258,8 +261,8 @@ func broadcast(ctx context.Context, pp *pipe) error {
 	case pos == 0:
 		algos.CopyDistinct(a.Recv, a.Send)
 		return pp.run(ctx, []xfer{{buf: a.Send}}, nil)
-	case pos == w-1:
-		return pp.run(ctx, nil, []xfer{{buf: a.Recv}})
+	case pos == w-1: // the chain's end forwards nothing: a large message goes past the caches
+		return pp.run(ctx, nil, []xfer{{buf: a.Recv, cold: len(a.Recv) >= coldBytes}})
 	}
 	return pp.run(ctx, []xfer{{buf: a.Recv, wait: true}}, []xfer{{buf: a.Recv, signal: true}})
 }

@@ -336,14 +336,16 @@ func TestInterleavedSlotsWithSlowSends(t *testing.T) {
 // ranks reduces its last reduce-scatter step with algos.RecvReduceCold (the inmem links
 // have no stream, so the message lands in scratch and reduce.Apply3Stream writes Recv:
 // non-temporal for float32 sums of 64 elements or more, Apply3 otherwise; averages
-// keep RecvReduce) and receives its last all-gather step cold: every op of these
-// dtypes, against the serial reference, in place and out of place, from 0 to 4M+3
-// elements.
+// keep RecvReduce) and receives its last all-gather step cold, and so do a
+// ReduceScatter's last step, an AllGather's last receive and the last rank of a
+// Broadcast's chain: every op of these dtypes, against the serial reference, in place
+// and out of place, from 0 to 4M+3 elements.
 func TestColdStepOrder(t *testing.T) {
 	defer ring.SetColdBytes(1)()
 	algostest.Matrix(t, ring.Algorithm{}, algostest.Options{
-		Kinds:  []transport.Kind{transport.KindAllReduce},
-		Worlds: []int{3, 4},
+		Kinds: []transport.Kind{transport.KindAllReduce, transport.KindReduceScatter, transport.KindAllGather,
+			transport.KindBroadcast},
+		Worlds: []int{2, 3, 4},
 		Counts: []int{0, 1, 7, 13, 1000, 4099},
 		DTypes: []transport.DType{transport.Float32, transport.Float64, transport.BFloat16, transport.Int32},
 		Large:  true,
