@@ -17,8 +17,9 @@
 // exchange, log2 W for recursive doubling, against the ring's 2(W-1)/W, which halving
 // matches; the cost model (algos.CostModel, formula "rd") knows all three, and auto
 // picks rd only where it wins. Over tcp at 4 ranks halving took 0.89-0.99x the ring's
-// time at 2-8 MiB and recursive doubling 1.5x; over shm at 4 ranks on 2 cores it
-// takes 1.7-1.8x the ring's from 4 MiB, where auto runs the staged algorithm.
+// time at 2-8 MiB, where recursive doubling took 1.5x at 4-8 MiB; over shm at 4 ranks
+// on 2 cores it takes 1.7-1.8x the ring's from 4 MiB, where auto runs the staged
+// algorithm.
 //
 // Its AllGather and ReduceScatter are one step for blocks up to PairwiseOneStepMax (16
 // KiB): every rank sends each other rank the block it needs and then receives one from

@@ -275,7 +275,7 @@ func (pp *pipe) recv(ctx context.Context, x xfer, t uint32, lo, hi int) error {
 	a, buf := pp.a, x.buf[lo:hi]
 	var err error
 	switch {
-	case x.a != nil && x.cold:
+	case x.a != nil && x.cold && !(x.finish && a.Op == transport.Avg): // an average's Finish reads the chunk back
 		err = algos.RecvReduceCold(ctx, pp.p, pp.prev, t, a.DType, a.Op, buf, x.a[lo:hi])
 	case x.a != nil:
 		err = algos.RecvReduce(ctx, pp.p, pp.prev, t, a.DType, a.Op, buf, x.a[lo:hi])

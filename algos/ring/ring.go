@@ -132,7 +132,7 @@ func mod(x, w int) int { return ((x % w) + w) % w }
 // output it receives them with algos.RecvCold, and the last reduce-scatter step, whose
 // segment the all-gather then sends, reduces into Recv with algos.RecvReduceCold (its
 // lines are not read before they are written; not for an average, whose Finish reads
-// the chunk back at once): over tcp at 2 ranks about 5 % less time at 64 MiB, the same
+// the chunk back at once): over tcp at 2 ranks about 4 % less time at 64 MiB, the same
 // within the noise at 3 and 4 ranks over shm and tcp (BENCHMARKS.md, "Speed", 37a).
 // Two ranks with such an output run allReduce2 when interleaves says so, and so do two
 // ranks with a float32 sum of any size that interleaves (fusable); each runs
@@ -161,7 +161,7 @@ func allReduce(ctx context.Context, pp *pipe) error {
 		st.sends = append(st.sends, xfer{buf: src, wait: s > 0})
 		lo, hi = seg(r - s - 1)
 		st.recvs = append(st.recvs, xfer{buf: a.Recv[lo:hi], a: a.Send[lo:hi], finish: s == w-2, signal: true,
-			cold: cold && s == w-2 && a.Op != transport.Avg}) // an average's Finish reads the chunk back
+			cold: cold && s == w-2})
 	}
 	for s := 0; s < w-1; s++ {
 		lo, hi := seg(r + 1 - s)
@@ -220,7 +220,7 @@ func reduceScatter(ctx context.Context, pp *pipe) error {
 			dst = scratch[s%2]
 		}
 		st.recvs = append(st.recvs, xfer{buf: dst, a: blk(r - s - 2), finish: last, signal: !last, wait: s >= 2,
-			cold: last && cold && a.Op != transport.Avg})
+			cold: last && cold})
 		src := blk(r - 1)
 		if s > 0 {
 			src = scratch[(s-1)%2]
