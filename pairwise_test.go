@@ -12,23 +12,35 @@ import (
 	"github.com/goccl/goccl/algos"
 )
 
-// rd's AllGather and ReduceScatter over real shm links at 3 and 4 ranks, in each of its
-// three schedules (algos/rd's pairwise): blocks up to 16 KiB in one step, larger ones
-// within the links' eager size (1 MiB over shm) step by step on the caller's goroutine,
-// and larger still on a sending and a receiving goroutine. The algostest matrix runs rd
-// over links whose eager size is the 16 KiB floor, where the middle schedule never
-// runs. Values are checked on every rank, in place and not, for sum and avg
-// (gatherScatter).
-func TestRDPairwiseOverShm(t *testing.T) {
-	for _, w := range []int{3, 4} {
-		t.Run(fmt.Sprint(w), func(t *testing.T) {
-			comms := local(t, w, goccl.WithTransport("shm"), goccl.WithAlgo("rd"), goccl.WithParam("shm.staged_min", "off"))
-			for _, count := range []int{1, 13, algos.PairwiseOneStepMax / 4, algos.PairwiseOneStepMax/4 + 1, 70001, 300001} {
+// rd's AllGather and ReduceScatter over real links, in each of its schedules (algos/rd's
+// pairwise): blocks up to 16 KiB in one step; at 3 ranks (shm) larger ones step by
+// step, within the links' eager size (1 MiB) on the caller's goroutine and past it on a
+// sending and a receiving goroutine; at 4 and 8 ranks (shm, tcp) larger ones by
+// recursive doubling and halving (algos.PairwiseHalves), whose pieces of 1 to W/2
+// blocks take both of swap's paths. The algostest matrix runs rd over links whose
+// eager size is the 16 KiB floor, where the eager paths never run. Values are checked
+// on every rank, in place and not, for sum and avg (gatherScatter).
+func TestRDPairwiseOverLinks(t *testing.T) {
+	for _, tc := range []struct {
+		transport string
+		world     int
+		counts    []int
+	}{
+		{"shm", 3, []int{1, 13, algos.PairwiseOneStepMax / 4, algos.PairwiseOneStepMax/4 + 1, 70001, 300001}},
+		{"shm", 4, []int{1, 13, algos.PairwiseOneStepMax / 4, algos.PairwiseOneStepMax/4 + 1, 70001, 300001}},
+		{"tcp", 4, []int{algos.PairwiseOneStepMax/4 + 1, 70001, 300001}},
+		{"shm", 8, []int{algos.PairwiseOneStepMax/4 + 1, 70001}},
+	} {
+		t.Run(fmt.Sprintf("%s-%d", tc.transport, tc.world), func(t *testing.T) {
+			comms := local(t, tc.world, goccl.WithTransport(tc.transport), goccl.WithAlgo("rd"), goccl.WithParam("shm.staged_min", "off"))
+			for _, count := range tc.counts {
 				gatherScatter(t, comms, count)
 				for _, kind := range []goccl.Kind{goccl.KindAllGather, goccl.KindReduceScatter} {
-					name, why := comms[0].Algo(kind, 4*count*w)
+					name, why := comms[0].Algo(kind, 4*count*tc.world)
 					require.Equal(t, "rd", name, "%s of %d-element blocks: %s", kind, count, why)
 				}
+				halves := tc.world != 3 && count > algos.PairwiseOneStepMax/4
+				require.Equal(t, halves, algos.PairwiseHalves(4*count, tc.world, 512<<10, 1<<20), "count %d", count)
 			}
 		})
 	}

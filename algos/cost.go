@@ -154,6 +154,14 @@ func PairwiseOneStep(n, chunk, eager int) bool {
 	return n <= PairwiseOneStepMax && n <= chunk && n <= eager
 }
 
+// PairwiseHalves reports whether rd runs an AllGather or ReduceScatter of n-byte blocks
+// over w ranks by recursive doubling or halving (log2 W steps): from 4 ranks, a power
+// of two, for blocks past the one step (PairwiseOneStep). Shared by the algorithm and
+// the cost model.
+func PairwiseHalves(n, w, chunk, eager int) bool {
+	return w >= 4 && w&(w-1) == 0 && !PairwiseOneStep(n, chunk, eager)
+}
+
 // Predict returns the model's time for alg running kind on bytes (counted as Bytes
 // counts them) over world ranks. An algorithm that does not implement kind is predicted
 // as the algorithm its fallback chain lands on, which is what would run. It is pure
@@ -544,8 +552,9 @@ func naiveSteps(m CostModel, kind transport.Kind, n float64, w int, steps float6
 // plus a step in and a step out for the W-P extra ranks, or from 4 ranks past one
 // eager message recursive halving and doubling (RDHalves, rdHalvesCost); and
 // AllGather and ReduceScatter (pairwise): one step for blocks up to
-// PairwiseOneStepMax, else the ring's steps. Across hosts every step is priced at the
-// slower link.
+// PairwiseOneStepMax, else recursive doubling or halving over a power-of-two world from
+// 4 ranks (PairwiseHalves, blockHalves) and the ring's steps over other worlds. Across
+// hosts every step is priced at the slower link.
 func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	l, h := m.split(w)
 	if h > 1 {
@@ -555,6 +564,9 @@ func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	switch kind {
 	case transport.KindAllGather, transport.KindReduceScatter:
 		blk := n / wf
+		if PairwiseHalves(int(blk), w, m.ChunkBytes, m.EagerBytes) {
+			return blockHalves(m, kind, n, w)
+		}
 		if !PairwiseOneStep(int(blk), m.ChunkBytes, m.EagerBytes) {
 			return blockSteps(m, kind, n, w) // as the ring's steps (across hosts at the slower link)
 		}
@@ -625,6 +637,35 @@ func rdHalvesCost(m CostModel, n float64, w, pw int, lg, e, fold float64) float6
 		work *= m.stretch(w)
 	}
 	return (2*lg+2*fold)*m.hop(w, !m.serial(n/2)) + work
+}
+
+// blockHalves prices rd's AllGather by recursive doubling and ReduceScatter by
+// recursive halving (PairwiseHalves) over w ranks, a power of two: log2 W dependent
+// steps, whose pieces each way are 1, 2, ..., W/2 blocks (halving takes them largest
+// first), (W-1)/W of the data in all as in the ring's W-1 steps, and as much reduced by
+// a ReduceScatter. Pieces past the eager size go on the pipelined path. Where ranks
+// outnumber the cores and wait by polling (shm), the work stretches by W/Cores, as
+// rdHalvesCost's does: each step is an exchange between two ranks. Over tcp at 4 ranks
+// an AllGather took 0.82-0.94x the ring's time at 256 KiB-16 MiB (1.07x at 512 KiB) and
+// a ReduceScatter 0.73-0.87x to 2 MiB (1.15x at 512 KiB), 1.05-1.09x from 4 MiB, where
+// the model prices the two equal from 8 MiB (BENCHMARKS.md, "Speed", 38a).
+func blockHalves(m CostModel, kind transport.Kind, n float64, w int) float64 {
+	wf := float64(w)
+	blk := n / wf
+	hops, msgs := 0.0, 0.0
+	for piece := blk; piece < n; piece *= 2 {
+		hops += m.hop(w, !m.serial(piece))
+		msgs += 2 * m.chunks(piece)
+	}
+	wire, red := (wf-1)*blk, 0.0
+	if kind == transport.KindReduceScatter {
+		red = wire
+	}
+	work := m.load(w, msgs, wf*msgs, wire, wf*wire, red, wf*red)
+	if m.Polls {
+		work *= m.stretch(w)
+	}
+	return hops + work
 }
 
 // copied is the time a rank takes to copy c bytes itself, as staged and direct do

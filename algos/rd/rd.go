@@ -36,6 +36,8 @@ const (
 	phasePairwise            // AllGather and ReduceScatter: a block to every rank (index = chunk)
 	phaseHalve               // recursive halving: half the rank's range to its partner (index = step << 16 | chunk)
 	phaseGather              // recursive doubling of the reduced blocks (index = step << 16 | chunk)
+	phaseRSHalve             // ReduceScatter by recursive halving (index = step << 16 | chunk)
+	phaseAGDouble            // AllGather by recursive doubling (index = step << 16 | chunk)
 )
 
 func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
@@ -43,8 +45,8 @@ func tag(phase uint8, i int) uint32 { return algos.Tag(tagID, phase, i) }
 func init() { algos.Register(Algorithm{}) }
 
 // Algorithm is the direct-exchange / recursive-doubling / recursive-halving AllReduce,
-// and the one-step (pairwise) AllGather and ReduceScatter. The zero value is ready to
-// use.
+// and the one-step (pairwise), recursive-doubling AllGather and recursive-halving
+// ReduceScatter. The zero value is ready to use.
 type Algorithm struct{}
 
 // Name returns "rd".
@@ -184,10 +186,11 @@ func direct(ctx context.Context, p algos.Peers, a *algos.Args, t uint32) error {
 // receives (W-1)/W of the data, as in the ring, in one dependent hop instead of W-1.
 // Where a block is small (algos.PairwiseOneStep: up to 16 KiB, one eager message) all
 // the sends go first, then the receives, as the direct AllReduce does: one dependent
-// hop. Larger blocks go step by step, a send to rank+k and a receive from rank-k at
-// step k, which keeps what a rank receives in the caches of its cores: sent first, a
-// 174 KiB block took twice the ring's time at 3 ranks on 2 cores ("Speed", 36d). Past
-// one eager message a goroutine sends while this one receives, both in that order, so
+// hop. Larger blocks over a power-of-two world from 4 ranks go by recursive doubling
+// or halving (gatherDoubling, scatterHalving: algos.PairwiseHalves); over other worlds
+// step by step, a send to rank+k and a receive from rank-k at step k, which keeps what
+// a rank receives in the caches of its cores: sent first, a 174 KiB block took twice
+// the ring's time at 3 ranks on 2 cores ("Speed", 36d). Past one eager message a goroutine sends while this one receives, both in that order, so
 // that at every step each link's sender and receiver work on the same block. At four
 // ranks on two cores, up to 16 KiB blocks, the one step took 15.9-28.3 us for an
 // AllGather and 18.5-26.6 for a ReduceScatter, naive's two hops 17.1-37.8 and 23.0-44.1
@@ -224,6 +227,10 @@ func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 		return barrier(ctx, p)
 	}
 	switch {
+	case algos.PairwiseHalves(n, w, cs, algos.EagerLimit(p)) && ag:
+		return gatherDoubling(ctx, p, a, n, cs)
+	case algos.PairwiseHalves(n, w, cs, algos.EagerLimit(p)):
+		return scatterHalving(ctx, p, a, cs)
 	case algos.PairwiseOneStep(n, cs, algos.EagerLimit(p)):
 		for k := 1; k < w; k++ {
 			to := (rank + k) % w
@@ -271,6 +278,66 @@ func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	}
 	if ag {
 		return nil
+	}
+	return reduce.Finish(a.DType, a.Op, a.Recv, w)
+}
+
+// gatherDoubling runs an AllGather of n-byte blocks by recursive doubling, over a
+// power-of-two world (algos.PairwiseHalves): at step s a rank and its partner rank ^
+// 2^s swap the 2^s blocks each has gathered so far, which lie side by side in Recv, so
+// after log2 W steps every rank has all W. Every rank sends and receives (W-1)/W of the
+// data, as in the ring, in log2 W dependent steps instead of W-1. Recv already holds
+// the rank's own block.
+func gatherDoubling(ctx context.Context, p algos.Peers, a *algos.Args, n, cs int) error {
+	rank, w := p.Rank(), p.Size()
+	eager := algos.EagerLimit(p)
+	for s := 0; 1<<s < w; s++ {
+		peer := rank ^ (1 << s)
+		mine, theirs := rank&^(1<<s-1), peer&^(1<<s-1) // the first block of each side's run
+		out, in := a.Recv[mine*n:(mine+1<<s)*n], a.Recv[theirs*n:(theirs+1<<s)*n]
+		if err := swap(ctx, p, peer, phaseAGDouble, s, out, in, cs, eager, func(ctx context.Context) error {
+			return recvAllAt(ctx, p, peer, phaseAGDouble, s<<16, in, cs)
+		}); err != nil {
+			return fmt.Errorf("doubling step %d: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// scatterHalving runs a ReduceScatter of n-byte blocks by recursive halving, over a
+// power-of-two world (algos.PairwiseHalves): at step s, from the highest bit down, a
+// rank sends its partner rank ^ 2^s the half of the blocks it still reduces that the
+// partner keeps (the upper half goes to the rank with bit s set) and reduces the
+// partner's copy of the half it keeps, so after log2 W steps it holds its own block
+// reduced over every rank. Every rank sends and receives (W-1)/W of the data, as in the
+// ring, in log2 W dependent steps instead of W-1. The first step reduces into a scratch
+// half (the input stays as it is, and Recv may lie inside it), the ones between in
+// place there, and the last into Recv.
+func scatterHalving(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
+	rank, w := p.Rank(), p.Size()
+	eager := algos.EagerLimit(p)
+	scratch := algos.GetScratch(len(a.Send) / 2)
+	defer algos.PutScratch(scratch)
+	cur := a.Send // the blocks this rank still reduces
+	for s := bits.Len(uint(w)) - 2; s >= 0; s-- {
+		peer, half := rank^(1<<s), len(cur)/2
+		keep, give := cur[:half], cur[half:]
+		if rank&(1<<s) != 0 {
+			keep, give = cur[half:], cur[:half]
+		}
+		dst := keep // in place in scratch
+		switch {
+		case s == 0:
+			dst = a.Recv
+		case len(cur) == len(a.Send):
+			dst = scratch
+		}
+		if err := swap(ctx, p, peer, phaseRSHalve, s, give, keep, cs, eager, func(ctx context.Context) error {
+			return recvReduceAll(ctx, p, a, peer, phaseRSHalve, s<<16, dst, keep, cs, nil)
+		}); err != nil {
+			return fmt.Errorf("halving step %d: %w", s, err)
+		}
+		cur = dst
 	}
 	return reduce.Finish(a.DType, a.Op, a.Recv, w)
 }
