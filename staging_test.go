@@ -406,7 +406,7 @@ func TestStagedBroadcastStreaming(t *testing.T) {
 			name, why := comms[0].Algo(goccl.KindBroadcast, bytes)
 			require.Equal(t, w > 2 && bytes >= 8<<20, name == "staged", "%d ranks, broadcast of %d bytes: %s (%s)", w, bytes, name, why)
 			name, why = comms[0].Algo(goccl.KindAllReduce, bytes)
-			require.Equal(t, w > 2 && bytes >= 256<<10, name == "staged", "%d ranks, allreduce of %d bytes: %s (%s)", w, bytes, name, why)
+			require.Equal(t, w > 2 && bytes >= shm.StagedMinFor(w, true), name == "staged", "%d ranks, allreduce of %d bytes: %s (%s)", w, bytes, name, why)
 		}
 	}
 }

@@ -344,10 +344,13 @@ func (o Options) Streams(links int, samePid bool) bool {
 // 32 KiB, where a hand-off between ranks cost more. On an Intel host the ring was faster
 // from 8 MiB at 2 ranks one day and staged tied or led there the next, and staged was
 // 1.14-1.69x faster than this default's pick at 32-128 KiB at 3 ranks and 16-64 KiB at 4
-// ("Speed", 19 and 20). At 3 ranks it starts at 1 MiB: on the AMD family 26 host naive
+// ("Speed", 19 and 20). At 3 ranks it starts at 16 MiB: on the AMD family 26 host naive
 // was 1.09-1.28x faster than staged at 256-512 KiB ("Speed", 27 and 28), and once the
 // cost model priced the ring's lock-stepped steps there (algos.CostModel's lockstep)
-// auto runs naive below 1 MiB. Where a host differs, `goccl tune` measures the range (a
+// auto runs naive below 1 MiB; from 1 to 8 MiB the ring took 0.85-0.93x staged's time
+// in 11 rounds of bench/auto.sh over two days, and 0.61-0.84x in single-size launches,
+// while staged led from 16 MiB in the sweeps ("Speed", 38c), so the model's pick (the
+// ring) runs there. Where a host differs, `goccl tune` measures the range (a
 // tune file's staged range replaces this default), or set shm.staged_min and
 // shm.staged_max.
 //
@@ -359,7 +362,7 @@ func StagedMinFor(world int, stream bool) int {
 	case world == 2 && stream:
 		return math.MaxInt
 	case world == 3:
-		return 1 << 20
+		return 16 << 20
 	}
 	return 128 << 10
 }
