@@ -335,24 +335,26 @@ func (o Options) Streams(links int, samePid bool) bool {
 }
 
 // StagedMinFor is shm.staged_min's default for a communicator of world ranks, measured
-// on the 2-core development VM with bench/auto.sh, whose sweeps move the buffers from call
-// to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its AMD host,
-// two threads copying 25-37 GB/s): the staged AllReduce was the fastest algorithm from
-// 128 KiB at 2 and 4 ranks (the ring 1.2x faster at 32-64 KiB at 2, naive 1.1x at 4) and
-// within 5 % of naive from 256 KiB at 3 (naive 1.17x faster at 128 KiB); measured to 4
-// ranks, so 128 KiB beyond. On the earlier, slower host ("Speed", 16) it led from 16 and
-// 32 KiB, where a hand-off between ranks cost more. On an Intel host the ring was faster
-// from 8 MiB at 2 ranks one day and staged tied or led there the next, and staged was
-// 1.14-1.69x faster than this default's pick at 32-128 KiB at 3 ranks and 16-64 KiB at 4
-// ("Speed", 19 and 20). At 3 ranks it starts at 16 MiB: on the AMD family 26 host naive
-// was 1.09-1.28x faster than staged at 256-512 KiB ("Speed", 27 and 28), and once the
-// cost model priced the ring's lock-stepped steps there (algos.CostModel's lockstep)
-// auto runs naive below 1 MiB; from 1 to 8 MiB the ring took 0.85-0.93x staged's time
-// in 11 rounds of bench/auto.sh over two days, and 0.61-0.84x in single-size launches,
-// while staged led from 16 MiB in the sweeps ("Speed", 38c), so the model's pick (the
-// ring) runs there. Where a host differs, `goccl tune` measures the range (a
-// tune file's staged range replaces this default), or set shm.staged_min and
-// shm.staged_max.
+// on the 2-core development VM with bench/auto.sh, whose sweeps move the buffers from
+// call to call as nccl-tests does (BENCHMARKS.md, "Speed", 17; 8 rounds on its AMD
+// host, two threads copying 25-37 GB/s): the staged AllReduce was the fastest algorithm
+// from 128 KiB at 2 and 4 ranks (the ring 1.2x faster at 32-64 KiB at 2, naive 1.1x at
+// 4) and within 5 % of naive from 256 KiB at 3 (naive 1.17x faster at 128 KiB);
+// measured to 4 ranks, so the 4-rank default beyond. On the earlier, slower host
+// ("Speed", 16) it led from 16 and 32 KiB, where a hand-off between ranks cost more. On
+// an Intel host the ring was faster from 8 MiB at 2 ranks one day and staged tied or
+// led there the next, and staged was 1.14-1.69x faster than this default's pick at
+// 32-128 KiB at 3 ranks and 16-64 KiB at 4 ("Speed", 19 and 20). At 3 ranks it starts
+// at 16 MiB: on the AMD family 26 host naive was 1.09-1.28x faster than staged at
+// 256-512 KiB ("Speed", 27 and 28), and once the cost model priced the ring's
+// lock-stepped steps there (algos.CostModel's lockstep) auto runs naive below 1 MiB;
+// from 1 to 8 MiB the ring took 0.87-0.93x staged's time in 11 rounds of bench/auto.sh
+// over two days, and 0.61-0.84x in single-size launches, while staged led from 16 MiB
+// in the sweeps ("Speed", 38c), so the model's pick (the ring) runs there. From 4 ranks
+// it starts at 256 KiB: at 128 KiB naive took 0.81x staged's time in 15 rounds of
+// bench/auto.sh over two days, and 0.92x in single-size launches ("Speed", 38d). Where
+// a host differs, `goccl tune` measures the range (a tune file's staged range replaces
+// this default), or set shm.staged_min and shm.staged_max.
 //
 // stream says that every rank's links stream their payloads (Options.Streams). At 2
 // ranks the ring is then faster at every size from 32 KiB (1.6-2x: BENCHMARKS.md,
@@ -363,6 +365,8 @@ func StagedMinFor(world int, stream bool) int {
 		return math.MaxInt
 	case world == 3:
 		return 16 << 20
+	case world >= 4:
+		return 256 << 10
 	}
 	return 128 << 10
 }
