@@ -186,15 +186,15 @@ func direct(ctx context.Context, p algos.Peers, a *algos.Args, t uint32) error {
 // receives (W-1)/W of the data, as in the ring, in one dependent hop instead of W-1.
 // Where a block is small (algos.PairwiseOneStep: up to 16 KiB, one eager message) all
 // the sends go first, then the receives, as the direct AllReduce does: one dependent
-// hop. Larger blocks over a power-of-two world from 4 ranks go by recursive doubling
-// or halving (gatherDoubling, scatterHalving: algos.PairwiseHalves); over other worlds
+// hop. Larger blocks over a power-of-two world from 4 ranks go by recursive doubling or
+// halving (gatherDoubling, scatterHalving: algos.PairwiseHalves); over other worlds
 // step by step, a send to rank+k and a receive from rank-k at step k, which keeps what
 // a rank receives in the caches of its cores: sent first, a 174 KiB block took twice
-// the ring's time at 3 ranks on 2 cores ("Speed", 36d). Past one eager message a goroutine sends while this one receives, both in that order, so
-// that at every step each link's sender and receiver work on the same block. At four
-// ranks on two cores, up to 16 KiB blocks, the one step took 15.9-28.3 us for an
-// AllGather and 18.5-26.6 for a ReduceScatter, naive's two hops 17.1-37.8 and 23.0-44.1
-// ("Speed", 36d).
+// the ring's time at 3 ranks on 2 cores ("Speed", 36d). Past one eager message a
+// goroutine sends while this one receives, both in that order, so that at every step
+// each link's sender and receiver work on the same block. At four ranks on two cores,
+// up to 16 KiB blocks, the one step took 15.9-28.3 us for an AllGather and 18.5-26.6
+// for a ReduceScatter, naive's two hops 17.1-37.8 and 23.0-44.1 ("Speed", 36d).
 func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	ag := a.Kind == transport.KindAllGather
@@ -226,12 +226,13 @@ func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	if n == 0 { // nothing to move; the ranks still meet, as in every algorithm
 		return barrier(ctx, p)
 	}
+	eager := algos.EagerLimit(p)
 	switch {
-	case algos.PairwiseHalves(n, w, cs, algos.EagerLimit(p)) && ag:
-		return gatherDoubling(ctx, p, a, n, cs)
-	case algos.PairwiseHalves(n, w, cs, algos.EagerLimit(p)):
-		return scatterHalving(ctx, p, a, cs)
-	case algos.PairwiseOneStep(n, cs, algos.EagerLimit(p)):
+	case algos.PairwiseHalves(n, w, cs, eager) && ag:
+		return gatherDoubling(ctx, p, a, n, cs, eager)
+	case algos.PairwiseHalves(n, w, cs, eager):
+		return scatterHalving(ctx, p, a, cs, eager)
+	case algos.PairwiseOneStep(n, cs, eager):
 		for k := 1; k < w; k++ {
 			to := (rank + k) % w
 			if err := algos.Send(ctx, p, to, tag(phasePairwise, 0), out(to)); err != nil {
@@ -288,9 +289,8 @@ func pairwise(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 // after log2 W steps every rank has all W. Every rank sends and receives (W-1)/W of the
 // data, as in the ring, in log2 W dependent steps instead of W-1. Recv already holds
 // the rank's own block.
-func gatherDoubling(ctx context.Context, p algos.Peers, a *algos.Args, n, cs int) error {
+func gatherDoubling(ctx context.Context, p algos.Peers, a *algos.Args, n, cs, eager int) error {
 	rank, w := p.Rank(), p.Size()
-	eager := algos.EagerLimit(p)
 	for s := 0; 1<<s < w; s++ {
 		peer := rank ^ (1 << s)
 		mine, theirs := rank&^(1<<s-1), peer&^(1<<s-1) // the first block of each side's run
@@ -313,9 +313,8 @@ func gatherDoubling(ctx context.Context, p algos.Peers, a *algos.Args, n, cs int
 // ring, in log2 W dependent steps instead of W-1. The first step reduces into a scratch
 // half (the input stays as it is, and Recv may lie inside it), the ones between in
 // place there, and the last into Recv.
-func scatterHalving(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
+func scatterHalving(ctx context.Context, p algos.Peers, a *algos.Args, cs, eager int) error {
 	rank, w := p.Rank(), p.Size()
-	eager := algos.EagerLimit(p)
 	scratch := algos.GetScratch(len(a.Send) / 2)
 	defer algos.PutScratch(scratch)
 	cur := a.Send // the blocks this rank still reduces
