@@ -192,14 +192,16 @@ func largeCases(t *testing.T, run RunFunc, o Options) {
 // closes its links, as an aborted communicator does), no rank waits for the deadline,
 // and for kinds where every rank's result depends on every other rank (AllReduce,
 // AllGather, ReduceScatter, AllToAll, Barrier) every surviving rank fails. (In one-way
-// kinds a rank that only sends may finish before it can notice.)
+// kinds a rank that only sends may finish before it can notice.) Worlds of 2, 3, 4 and 5
+// ranks, the dying rank's peers calling with 8192 elements in 1 KiB chunks: past one
+// message, and at 4 ranks on the power-of-two paths (rd's halving and doubling).
 func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transport.Kind) bool) {
 	for _, k := range transport.Kinds {
 		if !supports(k) {
 			continue
 		}
 		t.Run(name+"/"+k.String(), func(t *testing.T) {
-			for _, w := range []int{2, 3, 5} {
+			for _, w := range []int{2, 3, 4, 5} {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				noDeadline := func(errs []error, what string) {
@@ -242,8 +244,8 @@ func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transpo
 					case transport.KindBroadcast, transport.KindScatter:
 						root = w - 1
 					}
-					c := Case{Kind: k, DType: transport.Float32, Op: transport.Sum, Count: 1 << 12, Root: root, ChunkBytes: 1 << 10}
-					args[r] = c.build(rngFor(r), r, w, 4<<12).args
+					c := Case{Kind: k, DType: transport.Float32, Op: transport.Sum, Count: 1 << 13, Root: root, ChunkBytes: 1 << 10}
+					args[r] = c.build(rngFor(r), r, w, 4<<13).args
 				}
 				dead := errors.New("rank died")
 				errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
