@@ -193,8 +193,9 @@ func largeCases(t *testing.T, run RunFunc, o Options) {
 // and for kinds where every rank's result depends on every other rank (AllReduce,
 // AllGather, ReduceScatter, AllToAll, Barrier) every surviving rank fails. (In one-way
 // kinds a rank that only sends may finish before it can notice.) Worlds of 2, 3, 4 and 5
-// ranks, the dying rank's peers calling with 8192 elements in 1 KiB chunks: past one
-// message, and at 4 ranks on the power-of-two paths (rd's halving and doubling).
+// ranks; the dying rank's peers call with 8192 elements in 1 KiB chunks, and at 4 ranks
+// the mismatched counts are 8192 and 8193, so that both failures reach the paths past
+// one message and, at 4 ranks, the power-of-two ones (rd's halving and doubling).
 func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transport.Kind) bool) {
 	for _, k := range transport.Kinds {
 		if !supports(k) {
@@ -216,8 +217,11 @@ func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transpo
 					require.NoError(t, err)
 					for r := range w {
 						count := 64
+						if w == 4 { // past one message, on the power-of-two paths
+							count = 1 << 13
+						}
 						if r == 1 {
-							count = 65
+							count++
 						}
 						c := Case{Kind: k, DType: transport.Float32, Op: transport.Sum, Count: count, Root: 1}
 						args[r] = c.build(rngFor(r), r, w, count*4).args
