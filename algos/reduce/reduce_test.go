@@ -190,17 +190,24 @@ func putFloat(dt transport.DType, b []byte, i int, v float64) {
 func requireSameResult(t *testing.T, dt transport.DType, want, got []byte, msg string) {
 	t.Helper()
 	require.Len(t, got, len(want), msg)
-	n := len(want) / dt.Size()
+	es := dt.Size()
+	n := len(want) / es
+	// A plain loop, and require only on a mismatch: require per element (its Helper
+	// stack walk and boxed arguments) took three quarters of this package's test time.
 	for i := range n {
+		w, g := want[i*es:(i+1)*es], got[i*es:(i+1)*es]
 		if dt.IsFloat() {
-			w, g := floatAt(dt, want, i), floatAt(dt, got, i)
-			if math.IsNaN(w) || math.IsNaN(g) {
-				require.True(t, math.IsNaN(w) && math.IsNaN(g), "%s: element %d: want %v got %v", msg, i, w, g)
+			wf, gf := floatAt(dt, want, i), floatAt(dt, got, i)
+			if math.IsNaN(wf) || math.IsNaN(gf) {
+				if !math.IsNaN(wf) || !math.IsNaN(gf) {
+					require.Failf(t, "NaN mismatch", "%s: element %d: want %v got %v", msg, i, wf, gf)
+				}
 				continue
 			}
 		}
-		es := dt.Size()
-		require.Equal(t, want[i*es:(i+1)*es], got[i*es:(i+1)*es], "%s: element %d of %d", msg, i, n)
+		if !bytes.Equal(w, g) {
+			require.Equal(t, w, g, "%s: element %d of %d", msg, i, n)
+		}
 	}
 }
 
@@ -521,7 +528,11 @@ func TestApply3DualMatchesApply3(t *testing.T) {
 							es := dt.Size()
 							mk := func(shift int) []byte {
 								b := make([]byte, (n+8)*es)[shift*es:][: n*es : n*es]
-								for i := range b {
+								i := 0
+								for ; i+8 <= len(b); i += 8 {
+									binary.LittleEndian.PutUint64(b[i:], rng.Uint64())
+								}
+								for ; i < len(b); i++ {
 									b[i] = byte(rng.Uint32())
 								}
 								switch dt {
