@@ -11,19 +11,19 @@ import (
 
 // testReserver: a message written in place (transport.Reserver) arrives as Send's
 // would, byte for byte, through Recv and RecvStream, at every size up to ReserveMax (at
-// most 4 MiB), after ordinary messages that move where the reserved room starts (so that
-// it wraps around a ring's end), with Advance called part way or not at all. Abort before any
-// Advance leaves the link as it was; a reservation above ReserveMax, or a second one
-// while one is open, is refused.
+// most 4 MiB), after ordinary messages that move where the reserved room starts (so
+// that it wraps around a ring's end), with Advance called part way or not at all. Abort
+// before any Advance leaves the link as it was; a reservation above ReserveMax, or a
+// second one while one is open, is refused.
 func testReserver(t *testing.T, tr transport.Transport, opt Options) {
 	conns := Mesh(t, tr, 2, opt)
 	res, ok := conns[0][1].(transport.Reserver)
 	if !ok || res.ReserveMax() <= 0 {
 		t.Skipf("%s links do not implement transport.Reserver", tr.Name())
 	}
-	// Up to 4 MiB: a ring's reservations are at most a quarter of it (shm's default ring is
-	// 4 MiB), and a larger one that is a plain buffer (inmem allows 1 GiB) only repeats
-	// the same copies; at 64 MiB they took 140 s of the race run.
+	// Up to 4 MiB: a ring's reservations are at most a quarter of it (shm's default
+	// ring is 4 MiB), and a larger one that is a plain buffer (inmem allows 1 GiB) only
+	// repeats the same copies; at 64 MiB they took 140 s of the race run.
 	max := min(res.ReserveMax(), opt.MaxMessage, 4<<20)
 	recv := conns[1][0]
 	write := func(first, second []byte, want []byte) {
