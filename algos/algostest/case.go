@@ -75,7 +75,7 @@ func (c Case) Check(ctx context.Context, m *Mesh, run func(context.Context, algo
 	sets := make([]setup, w)
 	args := make([]*algos.Args, w)
 	for r := range w {
-		sets[r] = c.build(rng, r, w, n)
+		sets[r] = c.build(rng, r, w, n, nil)
 		args[r] = sets[r].args
 	}
 	var entered atomic.Int32
@@ -101,19 +101,85 @@ func (c Case) Check(ctx context.Context, m *Mesh, run func(context.Context, algo
 	return c.verify(sets, w, n)
 }
 
-// build allocates rank r's buffers for c, in-place or not.
-func (c Case) build(rng *rand.Rand, r, w, n int) setup {
+// IssueFunc starts rank p's part of the call a and returns what waits for it to end:
+// a blocking call returns a wait that only reports its error, an asynchronous one the
+// wait of its handle.
+type IssueFunc func(ctx context.Context, p algos.Peers, a *algos.Args) (wait func() error, err error)
+
+// CheckBatch runs cases on every rank of m as one batch: each rank issues them all, in
+// order, with issue, and then waits for each in turn, so an asynchronous issue has them
+// all in flight together. Each case gets its own buffers, drawn as Check draws them,
+// and every result is compared with the serial reference; the error names the case,
+// the rank and the element. alloc, if not nil, gives rank's send and receive buffers
+// of n bytes (a communicator's shared memory, say); nil allocates them with make.
+func CheckBatch(ctx context.Context, m *Mesh, cases []Case, issue IssueFunc, alloc func(rank, n int) []byte) error {
+	if len(cases) == 0 {
+		return nil
+	}
+	w := m.World
+	sets := make([][]setup, len(cases))
+	for i, c := range cases {
+		rng := rand.New(rand.NewPCG(c.Seed, uint64(c.Count)<<8|uint64(w)))
+		sets[i] = make([]setup, w)
+		for r := range w {
+			sets[i][r] = c.build(rng, r, w, c.Count*c.DType.Size(), alloc)
+		}
+	}
+	args := make([]*algos.Args, w)
+	for r := range w {
+		args[r] = sets[0][r].args
+	}
+	errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, _ *algos.Args) error {
+		r := p.Rank()
+		waits := make([]func() error, 0, len(cases))
+		for i, c := range cases {
+			wait, err := issue(ctx, p, sets[i][r].args)
+			if err != nil {
+				return fmt.Errorf("%v (call %d of %d): %w", c, i, len(cases), err)
+			}
+			waits = append(waits, wait)
+		}
+		var first error
+		for i, wait := range waits {
+			if err := wait(); err != nil && first == nil {
+				first = fmt.Errorf("%v (call %d of %d): %w", cases[i], i, len(cases), err)
+			}
+		}
+		return first
+	})
+	if err := FirstError(errs); err != nil {
+		return err
+	}
+	for i, c := range cases {
+		if err := c.verify(sets[i], w, c.Count*c.DType.Size()); err != nil {
+			return fmt.Errorf("call %d of %d: %w", i, len(cases), err)
+		}
+	}
+	return nil
+}
+
+// build allocates rank r's buffers for c, in-place or not: the call's from alloc (nil:
+// make), the copy of the input to check against always from make.
+func (c Case) build(rng *rand.Rand, r, w, n int, alloc func(rank, n int) []byte) setup {
+	if alloc == nil {
+		alloc = func(_, n int) []byte { return make([]byte, n) }
+	}
 	in := func(size int) []byte {
 		b := make([]byte, size)
 		fill(rng, c.DType, c.Op, c.Values, b)
 		return b
 	}
 	out := func(size int) []byte {
-		b := make([]byte, size)
+		b := alloc(r, size)
 		for i := range b {
 			b[i] = garbage
 		}
 		return b
+	}
+	clone := func(b []byte) []byte {
+		d := alloc(r, len(b))
+		copy(d, b)
+		return d
 	}
 	a := &algos.Args{Kind: c.Kind, Count: c.Count, DType: c.DType, Op: c.Op, Root: c.Root, ChunkBytes: c.ChunkBytes,
 		SendPeer: -1, RecvPeer: -1}
@@ -176,8 +242,6 @@ func (c Case) build(rng *rand.Rand, r, w, n int) setup {
 	s.out = a.Recv
 	return s
 }
-
-func clone(b []byte) []byte { return append(make([]byte, 0, len(b)), b...) }
 
 // verify compares every rank's output with the reference, and out-of-place inputs with
 // their original contents (an algorithm must not write to Send).

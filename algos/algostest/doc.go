@@ -10,4 +10,8 @@
 // A Mesh is W ranks with a link between every pair; Mesh.Run runs one collective on all
 // of them and, like a communicator's abort, closes the links of a rank whose algorithm
 // failed, so its peers fail too instead of waiting.
+//
+// CheckEager runs an algorithm over links that keep the eager contract to the letter
+// (Mesh.Strict), and CheckBatch checks several calls in flight together, issued by any
+// function (a communicator's asynchronous calls, say), on buffers from any allocator.
 package algostest

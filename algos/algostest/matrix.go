@@ -224,7 +224,7 @@ func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transpo
 							count++
 						}
 						c := Case{Kind: k, DType: transport.Float32, Op: transport.Sum, Count: count, Root: 1}
-						args[r] = c.build(rngFor(r), r, w, count*4).args
+						args[r] = c.build(rngFor(r), r, w, count*4, nil).args
 					}
 					errs := m.Run(ctx, args, run)
 					m.Close()
@@ -249,7 +249,7 @@ func CheckFailures(t *testing.T, name string, run RunFunc, supports func(transpo
 						root = w - 1
 					}
 					c := Case{Kind: k, DType: transport.Float32, Op: transport.Sum, Count: 1 << 13, Root: root, ChunkBytes: 1 << 10}
-					args[r] = c.build(rngFor(r), r, w, 4<<13).args
+					args[r] = c.build(rngFor(r), r, w, 4<<13, nil).args
 				}
 				dead := errors.New("rank died")
 				errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {

@@ -135,3 +135,12 @@ func TestUnsupported(t *testing.T) {
 		require.ErrorContains(t, err, "hier: ")
 	}
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager), with ranks on one host and on several.
+func TestEager(t *testing.T) {
+	a := hier.Algorithm{}
+	for _, l := range []int{0, 3} {
+		algostest.CheckEager(t, "hier/"+layouts[l].name, withHosts(a, layouts[l].host), a.Supports)
+	}
+}

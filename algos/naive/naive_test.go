@@ -15,3 +15,10 @@ func TestFailures(t *testing.T) {
 	a := naive.Algorithm{}
 	algostest.CheckFailures(t, a.Name(), a.Run, a.Supports)
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager).
+func TestEager(t *testing.T) {
+	a := naive.Algorithm{}
+	algostest.CheckEager(t, a.Name(), a.Run, a.Supports)
+}

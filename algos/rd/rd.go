@@ -466,7 +466,10 @@ func swap(ctx context.Context, p algos.Peers, peer int, phase uint8, step int, o
 
 // exchange swaps acc with peer and leaves acc op theirs in acc. A small acc goes in
 // one eager message, sent before the receive; a large one is sent chunk by chunk while
-// the peer's chunks are reduced in, each chunk only after it went out.
+// the peer's chunks are reduced in, each chunk only after it went out. Where a chunk is
+// larger than the links' eager size its send completes only once the peer receives it,
+// while the peer's reduce waits for its own send: so there each chunk is received into
+// a scratch chunk first, and reduced in once this rank's chunk went out (exchangeWide).
 func exchange(ctx context.Context, p algos.Peers, peer, step int, acc []byte, a *algos.Args, cs, eager int) error {
 	if len(acc) <= cs && len(acc) <= eager {
 		if err := algos.Send(ctx, p, peer, tag(phaseStep, step<<16), acc); err != nil {
@@ -475,10 +478,40 @@ func exchange(ctx context.Context, p algos.Peers, peer, step int, acc []byte, a 
 		return algos.RecvReduce(ctx, p, peer, tag(phaseStep, step<<16), a.DType, a.Op, acc, acc)
 	}
 	var sent algos.Progress
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return sendAll(ctx, p, peer, phaseStep, step<<16, acc, cs, &sent) })
-	g.Go(func() error { return recvReduceAll(ctx, p, a, peer, phaseStep, step<<16, acc, acc, cs, &sent) })
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sendAll(gctx, p, peer, phaseStep, step<<16, acc, cs, &sent) })
+	if cs > eager {
+		g.Go(func() error { return exchangeWide(gctx, p, a, peer, step<<16, acc, cs, &sent) })
+	} else {
+		g.Go(func() error { return recvReduceAll(gctx, p, a, peer, phaseStep, step<<16, acc, acc, cs, &sent) })
+	}
 	return g.Wait()
+}
+
+// exchangeWide receives peer's chunks tagged base+i into a scratch chunk, and reduces
+// chunk i into acc once sent says it went out. The receive does not wait for this
+// rank's send, so the peer's send of a chunk larger than one eager message, which
+// waits for this receive, completes, and so does this rank's, which waits for the
+// peer's: two ranks that each waited for their own send first would wait for each other
+// (rd at 2 ranks over shm with a 64 KiB ring, or over tcp with tcp.bufsize=64K, hung
+// until the timeout).
+func exchangeWide(ctx context.Context, p algos.Peers, a *algos.Args, peer, base int, acc []byte, cs int, sent *algos.Progress) error {
+	tmp := algos.GetScratch(min(cs, len(acc)))
+	defer algos.PutScratch(tmp)
+	for i := range algos.NumChunks(len(acc), cs) {
+		lo, hi := algos.Chunk(len(acc), cs, i)
+		in := tmp[:hi-lo]
+		if err := algos.Recv(ctx, p, peer, tag(phaseStep, base+i), in); err != nil {
+			return err
+		}
+		if err := sent.Wait(ctx, i+1); err != nil {
+			return err
+		}
+		if err := reduce.Apply3(a.DType, a.Op, acc[lo:hi], acc[lo:hi], in); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sendAll sends buf to peer in chunks tagged base+i, advancing sent after each.

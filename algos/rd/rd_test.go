@@ -231,3 +231,10 @@ func TestBarrierTag(t *testing.T) {
 		require.NoError(t, algostest.FirstError(errs), "late rank %d", late)
 	}
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager).
+func TestEager(t *testing.T) {
+	a := rd.Algorithm{}
+	algostest.CheckEager(t, a.Name(), a.Run, a.Supports)
+}

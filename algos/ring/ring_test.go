@@ -351,3 +351,10 @@ func TestColdStepOrder(t *testing.T) {
 		Large:  true,
 	})
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager).
+func TestEager(t *testing.T) {
+	a := ring.Algorithm{}
+	algostest.CheckEager(t, a.Name(), a.Run, a.Supports)
+}

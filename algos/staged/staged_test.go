@@ -182,3 +182,9 @@ func (stagedBench) Supports(k transport.Kind) bool { return staged.Algorithm{}.S
 func (stagedBench) Run(ctx context.Context, p algos.Peers, a *algos.Args) error {
 	return benchRun(ctx, p, a)
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager).
+func TestEager(t *testing.T) {
+	algostest.CheckEager(t, staged.Name, runner(2*8*37+5), staged.Algorithm{}.Supports)
+}

@@ -1,0 +1,383 @@
+package goccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/transport"
+)
+
+// TestRandomCalls runs seeded random sequences of calls on communicators with random
+// settings, and checks every result against algostest's serial reference. The fixed
+// tests each look at one path; here the paths meet: every collective, dtype and op in
+// one sequence, sizes from 0 to a few MiB, blocking calls, asynchronous ones in
+// flight together, and algorithm changes between them, over inmem, shm and tcp, so
+// that what a communicator keeps from one call for the next (the fast paths' picks,
+// the selector's cache, the staging area, the queue) meets every kind of next call.
+//
+// GOCCL_RANDOM_SEEDS=n runs n sequences (a soak) and GOCCL_RANDOM_SEED=s starts them
+// at seed s; a failure names its seed and the communicators' settings.
+func TestRandomCalls(t *testing.T) {
+	seeds, first := 12, uint64(1)
+	if testing.Short() {
+		seeds = 4
+	}
+	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "GOCCL_RANDOM_SEEDS=%q: want a count", v)
+		seeds = n
+	}
+	if v := os.Getenv("GOCCL_RANDOM_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "GOCCL_RANDOM_SEED=%q: want an unsigned integer", v)
+		first = s
+	}
+	for i := range uint64(seeds) {
+		seed := first + i
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { randomSequence(t, seed) })
+	}
+}
+
+// randomSetup is a communicator's random settings, the same on every rank.
+type randomSetup struct {
+	world     int
+	transport string
+	algo      string
+	chunk     int
+	params    map[string]string
+}
+
+func (s randomSetup) String() string {
+	keys := make([]string, 0, len(s.params))
+	for k := range s.params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var ps []string
+	for _, k := range keys {
+		ps = append(ps, k+"="+s.params[k])
+	}
+	return fmt.Sprintf("world=%d transport=%s algo=%q chunk_bytes=%d params=[%s]", s.world, s.transport, s.algo, s.chunk,
+		strings.Join(ps, ","))
+}
+
+func (s randomSetup) options() []Option {
+	opts := []Option{WithTransport(s.transport), WithAlgo(s.algo), WithTimeout(time.Minute)}
+	if s.chunk != 0 {
+		opts = append(opts, WithChunkBytes(s.chunk))
+	}
+	for k, v := range s.params {
+		opts = append(opts, WithParam(k, v))
+	}
+	return opts
+}
+
+func pick[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+
+// randomSpec is an algorithm spec: auto, one registered algorithm, or rules per
+// collective and size.
+func randomSpec(rng *rand.Rand) string {
+	var names []string
+	for _, n := range algos.Names() {
+		if n != "nccl" && !strings.HasPrefix(n, "test-") { // NCCL needs its library; test- are this package's tests'
+			names = append(names, n)
+		}
+	}
+	switch rng.IntN(4) {
+	case 0:
+		return "auto"
+	case 1, 2:
+		return pick(rng, names...)
+	}
+	return fmt.Sprintf("allreduce:%s<%d,%s;broadcast:%s;allgather:%s<4K,%s;reducescatter:%s", pick(rng, names...),
+		pick(rng, 64, 1024, 4096, 65536), pick(rng, names...), pick(rng, names...), pick(rng, names...),
+		pick(rng, names...), pick(rng, names...))
+}
+
+func randomSettings(rng *rand.Rand) randomSetup {
+	s := randomSetup{world: pick(rng, 1, 2, 2, 2, 3, 3, 4, 4, 5), params: map[string]string{}}
+	transports := []string{"inmem", "shm", "tcp"}
+	if raceEnabled {
+		transports = []string{"inmem", "tcp"} // see race_on_test.go
+	}
+	s.transport = pick(rng, transports...)
+	s.algo = randomSpec(rng)
+	s.chunk = pick(rng, 0, 0, 4096, 24576, 1<<20)
+	switch s.transport {
+	case "shm":
+		if rng.IntN(2) == 0 {
+			ring := pick(rng, 64<<10, 256<<10)
+			s.params["shm.ring_bytes"] = strconv.Itoa(ring)
+			s.params["shm.chunk_bytes"] = strconv.Itoa(pick(rng, 4<<10, ring/4, ring/2))
+		}
+		s.params["shm.stream_stores"] = pick(rng, "auto", "true", "false")
+		s.params["shm.single_copy"] = pick(rng, "auto", "true", "false")
+		s.params["shm.single_copy_min"] = pick(rng, "", "", "64K", "1M")
+		s.params["shm.staged_min"] = pick(rng, "", "0", "4K", "off")
+		s.params["shm.direct_min"] = pick(rng, "", "0", "64K", "off")
+		if rng.IntN(2) == 0 {
+			s.params["shm.staging_bytes"] = pick(rng, "4K", "64K", "1M")
+		}
+	case "tcp":
+		s.params["tcp.sockets"] = strconv.Itoa(1 + rng.IntN(3))
+		s.params["tcp.stripe_min"] = pick(rng, "", "4K", "64K")
+		s.params["tcp.bufsize"] = pick(rng, "", "", "64K", "256K")
+	}
+	for k, v := range s.params {
+		if v == "" {
+			delete(s.params, k)
+		}
+	}
+	return s
+}
+
+var (
+	randomKinds = []transport.Kind{transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast,
+		transport.KindAllGather, transport.KindReduceScatter, transport.KindGather, transport.KindScatter,
+		transport.KindAllToAll, transport.KindSendRecv, transport.KindBarrier}
+	randomDTypes = []transport.DType{transport.Int8, transport.Uint8, transport.Int32, transport.Uint32,
+		transport.Int64, transport.Uint64, transport.Float16, transport.BFloat16, transport.Float32, transport.Float64}
+	randomOps = []transport.Op{transport.Sum, transport.Prod, transport.Min, transport.Max, transport.Avg}
+)
+
+// randomCase is one call: its count is 0, 1, a small odd or uneven count, a few
+// thousand elements, or up to about 4 MiB of buffer per rank.
+func randomCase(rng *rand.Rand, world int) algostest.Case {
+	c := algostest.Case{Kind: pick(rng, randomKinds...), DType: pick(rng, randomDTypes...), Op: pick(rng, randomOps...),
+		Root: rng.IntN(world), InPlace: rng.IntN(2) == 0, Seed: rng.Uint64()}
+	switch r := rng.IntN(20); {
+	case r == 0:
+		c.Count = 0
+	case r == 1:
+		c.Count = 1
+	case r < 10:
+		c.Count = 2 + rng.IntN(60)
+	case r < 17:
+		c.Count = rng.IntN(5000)
+	default:
+		c.Count = rng.IntN((4 << 20) / c.DType.Size())
+	}
+	switch c.Kind {
+	case transport.KindAllGather, transport.KindGather, transport.KindReduceScatter, transport.KindScatter,
+		transport.KindAllToAll:
+		c.Count /= world // the buffers hold world blocks
+	case transport.KindSendRecv: // Root is the shift: rank r sends to r+Root, another rank
+		if world == 1 {
+			c.Kind = transport.KindAllReduce
+		} else {
+			c.Root = 1 + rng.IntN(world-1)
+		}
+	case transport.KindBarrier:
+		c.Count, c.DType, c.InPlace = 0, transport.Float32, false
+	}
+	if c.DType.IsFloat() && (c.Op == transport.Sum || c.Op == transport.Avg) && rng.IntN(3) == 0 {
+		c.Values = algostest.Real
+	}
+	return c
+}
+
+// commIssue calls a on rank p's communicator, blocking or as an asynchronous Work.
+func commIssue(comms []*Comm, async bool) algostest.IssueFunc {
+	return func(ctx context.Context, p algos.Peers, a *algos.Args) (func() error, error) {
+		c := comms[p.Rank()]
+		send, recv := Host(a.Send), Host(a.Recv)
+		var w *Work
+		var err error
+		switch a.Kind {
+		case transport.KindAllReduce:
+			if !async {
+				err = c.AllReduce(ctx, send, recv, a.Count, a.DType, a.Op)
+			} else {
+				w = c.AllReduceAsync(ctx, send, recv, a.Count, a.DType, a.Op)
+			}
+		case transport.KindReduce:
+			if !async {
+				err = c.Reduce(ctx, send, recv, a.Count, a.DType, a.Op, a.Root)
+			} else {
+				w = c.ReduceAsync(ctx, send, recv, a.Count, a.DType, a.Op, a.Root)
+			}
+		case transport.KindBroadcast:
+			if !async {
+				err = c.Broadcast(ctx, send, recv, a.Count, a.DType, a.Root)
+			} else {
+				w = c.BroadcastAsync(ctx, send, recv, a.Count, a.DType, a.Root)
+			}
+		case transport.KindAllGather:
+			if !async {
+				err = c.AllGather(ctx, send, recv, a.Count, a.DType)
+			} else {
+				w = c.AllGatherAsync(ctx, send, recv, a.Count, a.DType)
+			}
+		case transport.KindReduceScatter:
+			if !async {
+				err = c.ReduceScatter(ctx, send, recv, a.Count, a.DType, a.Op)
+			} else {
+				w = c.ReduceScatterAsync(ctx, send, recv, a.Count, a.DType, a.Op)
+			}
+		case transport.KindGather:
+			if !async {
+				err = c.Gather(ctx, send, recv, a.Count, a.DType, a.Root)
+			} else {
+				w = c.GatherAsync(ctx, send, recv, a.Count, a.DType, a.Root)
+			}
+		case transport.KindScatter:
+			if !async {
+				err = c.Scatter(ctx, send, recv, a.Count, a.DType, a.Root)
+			} else {
+				w = c.ScatterAsync(ctx, send, recv, a.Count, a.DType, a.Root)
+			}
+		case transport.KindAllToAll:
+			if !async {
+				err = c.AllToAll(ctx, send, recv, a.Count, a.DType)
+			} else {
+				w = c.AllToAllAsync(ctx, send, recv, a.Count, a.DType)
+			}
+		case transport.KindSendRecv:
+			if !async {
+				err = c.SendRecv(ctx, send, a.SendPeer, recv, a.RecvPeer, a.Count, a.DType)
+			} else {
+				w = c.SendRecvAsync(ctx, send, a.SendPeer, recv, a.RecvPeer, a.Count, a.DType)
+			}
+		case transport.KindBarrier:
+			if !async {
+				err = c.Barrier(ctx)
+			} else {
+				w = c.BarrierAsync(ctx)
+			}
+		default:
+			return nil, fmt.Errorf("commIssue: %s", a.Kind)
+		}
+		if w == nil {
+			return func() error { return nil }, err
+		}
+		return func() error { return w.Wait(ctx) }, nil
+	}
+}
+
+// randomSequence runs one seed's communicators and calls.
+func randomSequence(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(splitmix(seed), splitmix(^seed))) // neighbouring seeds, unrelated draws
+	s := randomSettings(rng)
+	t.Logf("seed %d: %v", seed, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	comms, err := InitLocal(ctx, s.world, s.options()...)
+	require.NoError(t, err, "seed %d: %v", seed, s)
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	mesh, err := algostest.NewMesh(ctx, s.world) // runs the ranks' goroutines; its links go unused
+	require.NoError(t, err)
+	defer mesh.Close()
+
+	calls := 40
+	if raceEnabled {
+		calls = 15
+	}
+	var shared *sharedArena
+	defer func() {
+		if shared != nil {
+			shared.free(ctx)
+		}
+	}()
+	for i := 0; i < calls; {
+		// Half the batches take their buffers from AllocShared memory while there is
+		// some, as far as it goes: some calls then find every rank's buffers there,
+		// others only some ranks'.
+		var alloc func(rank, n int) []byte
+		if shared != nil && rng.IntN(2) == 0 {
+			shared.reset()
+			alloc = shared.alloc
+		}
+		switch r := rng.IntN(12); {
+		case r == 0: // every rank allocates shared memory, or frees it
+			if shared == nil {
+				shared, err = newSharedArena(ctx, comms, 1+rng.IntN(24<<20))
+				require.NoError(t, err, "seed %d: AllocShared: %v", seed, s)
+				t.Logf("AllocShared(%d)", len(shared.mem[0]))
+			} else {
+				require.NoError(t, shared.free(ctx), "seed %d: FreeShared: %v", seed, s)
+				shared = nil
+				t.Logf("FreeShared")
+			}
+		case r == 1: // every rank changes the spec at the same point of its sequence
+			spec := randomSpec(rng)
+			for _, c := range comms {
+				require.NoError(t, c.SetAlgo(spec), "seed %d: SetAlgo(%q)", seed, spec)
+			}
+			t.Logf("SetAlgo(%q)", spec)
+		case r < 5: // several asynchronous calls in flight together
+			batch := make([]algostest.Case, 2+rng.IntN(4))
+			for j := range batch {
+				batch[j] = randomCase(rng, s.world)
+			}
+			require.NoError(t, algostest.CheckBatch(ctx, mesh, batch, commIssue(comms, true), alloc),
+				"seed %d, calls %d-%d (shared %t): %v", seed, i, i+len(batch)-1, alloc != nil, s)
+			i += len(batch)
+		default:
+			c := randomCase(rng, s.world)
+			async := rng.IntN(4) == 0
+			require.NoError(t, algostest.CheckBatch(ctx, mesh, []algostest.Case{c}, commIssue(comms, async), alloc),
+				"seed %d, call %d (async %t, shared %t): %v", seed, i, async, alloc != nil, s)
+			i++
+		}
+	}
+}
+
+// sharedArena is one AllocShared block per rank, handed out front to back.
+type sharedArena struct {
+	comms []*Comm
+	mem   [][]byte
+	used  []int
+}
+
+// newSharedArena has every rank allocate n bytes of shared memory, all at once (the
+// call is collective).
+func newSharedArena(ctx context.Context, comms []*Comm, n int) (*sharedArena, error) {
+	a := &sharedArena{comms: comms, mem: make([][]byte, len(comms)), used: make([]int, len(comms))}
+	errs := runRanksInternal(comms, func(c *Comm) error {
+		var err error
+		a.mem[c.rank], err = c.AllocShared(ctx, n)
+		return err
+	})
+	return a, errors.Join(errs...)
+}
+
+// alloc is n bytes of rank's block, or ordinary memory once the block is used up.
+func (a *sharedArena) alloc(rank, n int) []byte {
+	if a.used[rank]+n > len(a.mem[rank]) {
+		return make([]byte, n)
+	}
+	b := a.mem[rank][a.used[rank] : a.used[rank]+n : a.used[rank]+n]
+	a.used[rank] += n
+	return b
+}
+
+// reset hands the blocks out again from the front, for a batch once the last has ended.
+func (a *sharedArena) reset() { clear(a.used) }
+
+func (a *sharedArena) free(ctx context.Context) error {
+	return errors.Join(runRanksInternal(a.comms, func(c *Comm) error { return c.FreeShared(ctx, a.mem[c.rank]) })...)
+}
+
+// splitmix is SplitMix64's finaliser: it spreads neighbouring seeds apart.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
