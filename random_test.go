@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,8 +116,7 @@ func randomSettings(rng *rand.Rand) randomSetup {
 	s.transport = pick(rng, transports...)
 	s.algo = randomSpec(rng)
 	s.chunk = pick(rng, 0, 0, 4096, 24576, 1<<20)
-	switch s.transport {
-	case "shm":
+	if strings.Contains(s.transport, "shm") {
 		if rng.IntN(2) == 0 {
 			ring := pick(rng, 64<<10, 256<<10)
 			s.params["shm.ring_bytes"] = strconv.Itoa(ring)
@@ -130,7 +130,8 @@ func randomSettings(rng *rand.Rand) randomSetup {
 		if rng.IntN(2) == 0 {
 			s.params["shm.staging_bytes"] = pick(rng, "4K", "64K", "1M")
 		}
-	case "tcp":
+	}
+	if strings.Contains(s.transport, "tcp") {
 		s.params["tcp.sockets"] = strconv.Itoa(1 + rng.IntN(3))
 		s.params["tcp.stripe_min"] = pick(rng, "", "4K", "64K")
 		s.params["tcp.bufsize"] = pick(rng, "", "", "64K", "256K")
@@ -280,14 +281,23 @@ func randomSequence(t *testing.T, seed uint64) {
 			c.Close()
 		}
 	}()
-	mesh, err := algostest.NewMesh(ctx, s.world) // runs the ranks' goroutines; its links go unused
-	require.NoError(t, err)
-	defer mesh.Close()
-
 	calls := 40
 	if raceEnabled {
 		calls = 15
 	}
+	require.NoError(t, randomCalls(ctx, t, rng, comms, calls, s.world > 1), "seed %d: %v", seed, s)
+}
+
+// randomCalls runs calls random calls on comms (a whole world, rank order), with
+// shared memory allocated and freed, the spec changed, and (split) the world split
+// between them, and returns the first wrong result or failure.
+func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, calls int, split bool) error {
+	w := len(comms)
+	mesh, err := algostest.NewMesh(ctx, w) // runs the ranks' goroutines; its links go unused
+	if err != nil {
+		return err
+	}
+	defer mesh.Close()
 	var shared *sharedArena
 	defer func() {
 		if shared != nil {
@@ -303,39 +313,118 @@ func randomSequence(t *testing.T, seed uint64) {
 			shared.reset()
 			alloc = shared.alloc
 		}
-		switch r := rng.IntN(12); {
+		switch r := rng.IntN(13); {
 		case r == 0: // every rank allocates shared memory, or frees it
 			if shared == nil {
-				shared, err = newSharedArena(ctx, comms, 1+rng.IntN(24<<20))
-				require.NoError(t, err, "seed %d: AllocShared: %v", seed, s)
-				t.Logf("AllocShared(%d)", len(shared.mem[0]))
+				if shared, err = newSharedArena(ctx, comms, 1+rng.IntN(24<<20)); err != nil {
+					return fmt.Errorf("AllocShared: %w", err)
+				}
+				t.Logf("world %d: AllocShared(%d)", w, len(shared.mem[0]))
 			} else {
-				require.NoError(t, shared.free(ctx), "seed %d: FreeShared: %v", seed, s)
-				shared = nil
-				t.Logf("FreeShared")
+				err, shared = shared.free(ctx), nil
+				if err != nil {
+					return fmt.Errorf("FreeShared: %w", err)
+				}
+				t.Logf("world %d: FreeShared", w)
 			}
 		case r == 1: // every rank changes the spec at the same point of its sequence
 			spec := randomSpec(rng)
 			for _, c := range comms {
-				require.NoError(t, c.SetAlgo(spec), "seed %d: SetAlgo(%q)", seed, spec)
+				if err := c.SetAlgo(spec); err != nil {
+					return fmt.Errorf("SetAlgo(%q): %w", spec, err)
+				}
 			}
-			t.Logf("SetAlgo(%q)", spec)
-		case r < 5: // several asynchronous calls in flight together
+			t.Logf("world %d: SetAlgo(%q)", w, spec)
+		case r == 2 && split:
+			n := 3 + rng.IntN(6)
+			if err := randomSplit(ctx, t, rng, comms, n); err != nil {
+				return fmt.Errorf("calls %d-%d, on communicators split off: %w", i, i+n-1, err)
+			}
+			i += n
+		case r < 6: // several asynchronous calls in flight together
 			batch := make([]algostest.Case, 2+rng.IntN(4))
 			for j := range batch {
-				batch[j] = randomCase(rng, s.world)
+				batch[j] = randomCase(rng, w)
 			}
-			require.NoError(t, algostest.CheckBatch(ctx, mesh, batch, commIssue(comms, true), alloc),
-				"seed %d, calls %d-%d (shared %t): %v", seed, i, i+len(batch)-1, alloc != nil, s)
+			if err := algostest.CheckBatch(ctx, mesh, batch, commIssue(comms, true), alloc); err != nil {
+				return fmt.Errorf("world %d, calls %d-%d (shared %t): %w", w, i, i+len(batch)-1, alloc != nil, err)
+			}
 			i += len(batch)
 		default:
-			c := randomCase(rng, s.world)
+			c := randomCase(rng, w)
 			async := rng.IntN(4) == 0
-			require.NoError(t, algostest.CheckBatch(ctx, mesh, []algostest.Case{c}, commIssue(comms, async), alloc),
-				"seed %d, call %d (async %t, shared %t): %v", seed, i, async, alloc != nil, s)
+			if err := algostest.CheckBatch(ctx, mesh, []algostest.Case{c}, commIssue(comms, async), alloc); err != nil {
+				return fmt.Errorf("world %d, call %d (async %t, shared %t): %w", w, i, async, alloc != nil, err)
+			}
 			i++
 		}
 	}
+	return nil
+}
+
+// randomSplit splits comms by random colors (some ranks in none) and keys, checks each
+// rank's place in its new communicator against Split's rule (by key, ties by old rank),
+// runs n random calls on every new communicator at once, and closes them.
+func randomSplit(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, n int) error {
+	w := len(comms)
+	colors, keys := make([]int, w), make([]int, w)
+	for r := range w {
+		colors[r], keys[r] = rng.IntN(3)-1, rng.IntN(3)
+	}
+	subs := make([]*Comm, w)
+	errs := runRanksInternal(comms, func(c *Comm) error {
+		var err error
+		subs[c.rank], err = c.Split(ctx, colors[c.rank], keys[c.rank])
+		return err
+	})
+	defer func() {
+		for _, c := range subs {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("Split(colors %v, keys %v): %w", colors, keys, err)
+	}
+	t.Logf("world %d: Split(colors %v, keys %v)", w, colors, keys)
+	var groups [][]*Comm
+	for color := range 2 {
+		var old []int
+		for r := range w {
+			if colors[r] == color {
+				old = append(old, r)
+			}
+		}
+		slices.SortStableFunc(old, func(a, b int) int { return keys[a] - keys[b] })
+		group := make([]*Comm, len(old))
+		for i, r := range old {
+			if c := subs[r]; c == nil || c.Rank() != i || c.Size() != len(old) {
+				return fmt.Errorf("Split(colors %v, keys %v): old rank %d: want rank %d of %d", colors, keys, r, i, len(old))
+			}
+			group[i] = subs[r]
+		}
+		if len(group) > 0 {
+			groups = append(groups, group)
+		}
+	}
+	for r := range w {
+		if colors[r] < 0 && subs[r] != nil {
+			return fmt.Errorf("Split(colors %v, keys %v): old rank %d, of no color, got a communicator", colors, keys, r)
+		}
+	}
+	gerrs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for g, group := range groups {
+		grng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gerrs[g] = randomCalls(ctx, t, grng, group, n, false)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(gerrs...)
 }
 
 // sharedArena is one AllocShared block per rank, handed out front to back.
