@@ -71,6 +71,8 @@ type run struct {
 	bucket                            int            // first and later bucket cap in bytes (0: defaults)
 	shared                            bool           // shm links and Options.SharedMemory, direct at every size
 	comms                             *[]*goccl.Comm // where train puts its communicators, when set
+	opts                              []goccl.Option // more communicator settings (transport, algorithm, ...)
+	eps                               float32        // AdamW's epsilon (0: the default, 1e-8)
 }
 
 // train runs cfg and returns, per step, every rank's parameter snapshot and the losses.
@@ -81,7 +83,7 @@ func train(t *testing.T, cfg run) (snaps [][][][]float32, losses [][]float64, me
 	if cfg.shared {
 		opts = []goccl.Option{goccl.WithTransport("shm"), goccl.WithParam("shm.direct_min", "0")}
 	}
-	comms, gcomms := ranksComms(t, cfg.world, opts...)
+	comms, gcomms := ranksComms(t, cfg.world, append(opts, cfg.opts...)...)
 	if cfg.comms != nil {
 		*cfg.comms = gcomms
 	}
@@ -101,6 +103,9 @@ func train(t *testing.T, cfg run) (snaps [][][][]float32, losses [][]float64, me
 		}
 		hp := dp.DefaultAdamW()
 		hp.LR = 1e-2
+		if cfg.eps != 0 {
+			hp.Eps = cfg.eps
+		}
 		eng, err := dp.NewOn(ctx, comms[r], model.Specs(42), dp.Options{Stage: cfg.stage, Precision: cfg.precision,
 			AccumSteps: cfg.accum, Compress: cfg.compress, FirstBucketBytes: cfg.bucket, BucketBytes: cfg.bucket, AdamW: &hp,
 			SharedMemory: cfg.shared})
