@@ -33,15 +33,17 @@ const (
 	abortOther        = 6
 	abortNotSupported = 7
 	abortAuth         = 8
+	abortCancelled    = 9 // the rank's caller cancelled the operation's context
 )
 
 var abortNames = map[uint64]string{abortInvalid: "invalid argument", abortMismatch: "collective mismatch",
 	abortPeer: "peer failure", abortTimeout: "timeout", abortClosed: "closed", abortOther: "error",
-	abortNotSupported: "not supported", abortAuth: "authentication failed"}
+	abortNotSupported: "not supported", abortAuth: "authentication failed", abortCancelled: "cancelled by its caller"}
 
 var abortErrs = map[uint64]error{abortInvalid: transport.ErrInvalid, abortMismatch: transport.ErrMismatch,
 	abortPeer: transport.ErrPeer, abortTimeout: transport.ErrTimeout, abortClosed: transport.ErrPeer,
-	abortOther: transport.ErrPeer, abortNotSupported: transport.ErrNotSupported, abortAuth: transport.ErrAuth}
+	abortOther: transport.ErrPeer, abortNotSupported: transport.ErrNotSupported, abortAuth: transport.ErrAuth,
+	abortCancelled: transport.ErrPeer}
 
 func abortCode(err error) uint64 {
 	var ra *remoteAbort
@@ -62,6 +64,8 @@ func abortCode(err error) uint64 {
 		return abortClosed
 	case errors.Is(err, transport.ErrNotSupported):
 		return abortNotSupported
+	case errors.Is(err, context.Canceled):
+		return abortCancelled
 	}
 	return abortOther
 }
@@ -131,6 +135,10 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 	if de, ok := desyncCause(ctx); ok {
 		// The watchdog cancelled it: say why first, so errors.Is finds ErrMismatch.
 		err = fmt.Errorf("goccl: rank %d: %s op #%d: %w (it was then cancelled: %v)", c.rank, hdr.Fp.Kind, hdr.Seq, de, err)
+	} else if ra, ok := failedCause(ctx); ok && !errors.As(err, new(*remoteAbort)) {
+		// The watchdog found another rank's failure in the store while this one was
+		// blocked where that rank's abort frame could not reach it.
+		err = fmt.Errorf("%w (found in the store while this rank was blocked; it then saw: %v)", ra, err)
 	}
 	code, who := abortCode(err), c.implicated(err)
 	origin := c.rank

@@ -108,9 +108,11 @@ func (c *Comm) watchdog() {
 				checkGen, checkAt = gen, started.Add(desyncFirst)
 			}
 			if now.After(checkAt) {
-				if p := c.getProgress(); p.gen == gen {
+				p := c.getProgress()
+				if p.gen == gen {
 					c.checkDesync(gen, p)
 				}
+				c.checkFailed(gen, p)
 				checkAt = now.Add(max(time.Second, now.Sub(started)/4))
 			}
 		case <-c.watchStop:
@@ -136,6 +138,41 @@ func (c *Comm) checkDesync(gen uint64, p progressRec) {
 		c.cancelRunning(gen, &desyncError{rank: c.rank, peer: peer, host: c.PeerHost(peer), seq: p.seq, mine: p.fp, theirs: rec.fp})
 		return
 	}
+}
+
+// checkFailed cancels operation gen when another rank has recorded a failure of the
+// communicator in the store (agreeCause: a communicator fails only once, and then on
+// every rank). Its abort frame (abortPeers) reaches a rank that receives from it; this
+// finds a rank that cannot read it, such as one blocked in a send to the failed rank
+// on a link that rank no longer drains, which would otherwise wait for the deadline.
+// p is the collective started last; when it is not gen, gen is a SendRecv.
+func (c *Comm) checkFailed(gen uint64, p progressRec) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if n, err := c.store.Add(ctx, "fail/n", 0); err != nil || n == 0 {
+		return
+	}
+	b, err := c.store.Get(ctx, "fail/who")
+	if err != nil {
+		return
+	}
+	var code uint64
+	var who, origin int
+	if _, err := fmt.Sscanf(string(b), "%d %d %d", &code, &who, &origin); err != nil || abortNames[code] == "" || origin == c.rank {
+		return
+	}
+	hdr := transport.Header{Seq: p.seq, Fp: p.fp}
+	if p.gen != gen {
+		hdr = transport.Header{Fp: transport.Fingerprint{Kind: transport.KindSendRecv}}
+	}
+	c.cancelRunning(gen, &remoteAbort{rank: c.rank, origin: origin, implicate: who, code: code, hdr: hdr, c: c})
+}
+
+// failedCause returns the failure of another rank that cancelled the operation
+// running under ctx (checkFailed).
+func failedCause(ctx context.Context) (*remoteAbort, bool) {
+	ra, ok := context.Cause(ctx).(*remoteAbort)
+	return ra, ok
 }
 
 // desyncCause returns the desync error that cancelled the operation running under ctx.

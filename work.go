@@ -327,8 +327,14 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 	var err error
 	if p.cancelled {
 		// The caller gave up before it started; the other ranks will not, so the
-		// communicator fails as if it had been cancelled mid-way.
+		// communicator fails as if it had been cancelled mid-way, and tells its peers
+		// so (failOp): they would otherwise wait in this operation for the timeout.
 		err = fmt.Errorf("goccl: rank %d: operation cancelled before it started: %w", c.rank, ctxErr(w.ctx))
+		if coll {
+			err = c.failOp(w.ctx, hdr, err)
+		} else {
+			err = c.failOp(w.ctx, transport.Header{Seq: c.seq, Fp: op.fp}, err)
+		}
 	} else {
 		c.arm(w.ctx)
 		switch k := &op.coll; {
