@@ -15,8 +15,8 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-// TestRandomCancel cancels one rank's call at a random moment (before it starts, or
-// 0 to 5 ms into it) in the middle of a sequence of AllReduces of random sizes, on
+// TestRandomCancel cancels one rank's call, or aborts its communicator, at a random
+// moment (before the call starts, or 0 to 5 ms into it) in the middle of a sequence of AllReduces of random sizes, on
 // communicators with random settings, and checks what the README promises: no rank
 // waits for the timeout (a minute here), every call that returns without an error has
 // the right sums, and a communicator that failed fails every later call.
@@ -63,11 +63,16 @@ func randomCancel(t *testing.T, seed uint64) {
 	calls := 6 + rng.IntN(6)
 	victim, at := rng.IntN(s.world), rng.IntN(calls)
 	delay := pick(rng, -1, 0, 50, 200, 1000, 5000) // us after the call starts; -1: before
+	abort := rng.IntN(3) == 0                       // the victim calls Abort instead
 	counts := make([]int, calls)
 	for i := range counts {
 		counts[i] = pick(rng, 1, 2, 255, 4096, 65537, 1<<20)
 	}
-	t.Logf("seed %d: %v; rank %d's call %d of %d cancelled at %d us", seed, s, victim, at, calls, delay)
+	how := "cancelled"
+	if abort {
+		how = "aborted"
+	}
+	t.Logf("seed %d: %v; rank %d's call %d of %d %s at %d us", seed, s, victim, at, calls, how, delay)
 
 	// outcome is one rank's result of one call.
 	type outcome struct {
@@ -85,10 +90,14 @@ func randomCancel(t *testing.T, seed uint64) {
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			if r == victim && i == at {
+				stop := cancel
+				if abort {
+					stop = func() { c.Abort(errors.New("the test aborts it")) }
+				}
 				if delay < 0 {
-					cancel()
+					stop()
 				} else {
-					time.AfterFunc(time.Duration(delay)*time.Microsecond, cancel)
+					time.AfterFunc(time.Duration(delay)*time.Microsecond, stop)
 				}
 			}
 			start := time.Now()
@@ -126,8 +135,11 @@ func randomCancel(t *testing.T, seed uint64) {
 			}
 		}
 	}
-	if o := results[victim][at]; o.err != nil {
+	if o := results[victim][at]; o.err != nil && !abort {
 		require.True(t, errors.Is(o.err, context.Canceled), "seed %d: the cancelled call's error does not say so: %v", seed, o.err)
+	}
+	if abort && delay < 0 { // aborted before the call: it cannot start
+		require.ErrorIs(t, results[victim][at].err, transport.ErrClosed, "seed %d: a call after Abort", seed)
 	}
 }
 
