@@ -63,7 +63,7 @@ func randomCancel(t *testing.T, seed uint64) {
 	calls := 6 + rng.IntN(6)
 	victim, at := rng.IntN(s.world), rng.IntN(calls)
 	delay := pick(rng, -1, 0, 50, 200, 1000, 5000) // us after the call starts; -1: before
-	abort := rng.IntN(3) == 0                       // the victim calls Abort instead
+	abort := rng.IntN(3) == 0                      // the victim calls Abort instead
 	counts := make([]int, calls)
 	for i := range counts {
 		counts[i] = pick(rng, 1, 2, 255, 4096, 65537, 1<<20)
