@@ -24,9 +24,10 @@ import (
 // settings, and checks every result against algostest's serial reference. The fixed
 // tests each look at one path; here the paths meet: every collective, dtype and op in
 // one sequence, sizes from 0 to a few MiB, blocking calls, asynchronous ones in
-// flight together, and algorithm changes between them, over inmem, shm and tcp, so
-// that what a communicator keeps from one call for the next (the fast paths' picks,
-// the selector's cache, the staging area, the queue) meets every kind of next call.
+// flight together, and algorithm changes between them, over inmem, shm, tcp and rdma's
+// software provider, so that what a communicator keeps from one call for the next
+// (the fast paths' picks, the selector's cache, the staging area, the queue) meets
+// every kind of next call.
 //
 // GOCCL_RANDOM_SEEDS=n runs n sequences (a soak) and GOCCL_RANDOM_SEED=s starts them
 // at seed s; a failure names its seed and the communicators' settings.
@@ -109,9 +110,9 @@ func randomSpec(rng *rand.Rand) string {
 
 func randomSettings(rng *rand.Rand) randomSetup {
 	s := randomSetup{world: pick(rng, 1, 2, 2, 2, 3, 3, 4, 4, 5), params: map[string]string{}}
-	transports := []string{"inmem", "shm", "tcp"}
+	transports := []string{"inmem", "shm", "tcp", "rdma"}
 	if raceEnabled {
-		transports = []string{"inmem", "tcp"} // see race_on_test.go
+		transports = []string{"inmem", "tcp", "rdma"} // see race_on_test.go
 	}
 	s.transport = pick(rng, transports...)
 	s.algo = randomSpec(rng)
@@ -129,6 +130,16 @@ func randomSettings(rng *rand.Rand) randomSetup {
 		s.params["shm.direct_min"] = pick(rng, "", "0", "64K", "off")
 		if rng.IntN(2) == 0 {
 			s.params["shm.staging_bytes"] = pick(rng, "4K", "64K", "1M")
+		}
+	}
+	if s.transport == "rdma" { // the software provider: the protocol over loopback, no RDMA hardware here
+		s.params["rdma.provider"] = "soft"
+		s.params["rdma.qps_per_peer"] = pick(rng, "", "2")
+		switch rng.IntN(3) {
+		case 1: // the smallest slots, and enough of them for two 16 KiB messages (the eager floor)
+			s.params["rdma.chunk_bytes"], s.params["rdma.credits"] = "4096", pick(rng, "10", "32")
+		case 2:
+			s.params["rdma.chunk_bytes"], s.params["rdma.credits"] = "64K", pick(rng, "", "2")
 		}
 	}
 	if strings.Contains(s.transport, "tcp") {

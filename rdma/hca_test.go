@@ -71,11 +71,19 @@ func TestParseOptions(t *testing.T) {
 	require.Equal(t, "soft", o.Provider)
 	require.Equal(t, 65536, o.ChunkBytes)
 	require.Equal(t, 16, o.Credits)
+	// rdma.chunk_bytes is spelled as every byte count (transport.ParseBytes).
+	for v, want := range map[string]int{"64K": 65536, "1MiB": 1 << 20, " 8192 ": 8192, "4kb": 4096} {
+		o, err = ParseOptions(transport.Params{ParamChunkBytes: v})
+		require.NoError(t, err, v)
+		require.Equal(t, want, o.ChunkBytes, v)
+	}
 	for _, tc := range []struct{ key, val, want string }{
 		{ParamProvider, "rxe", "valid: auto, verbs, soft"},
 		{ParamQPsPerPeer, "0", "[1, 16]"},
 		{ParamGIDIndex, "-2", "[-1, 255]"},
 		{ParamChunkBytes, "100", "[4096,"},
+		{ParamChunkBytes, "1.5K", "want a byte count (4096, 64K, 1MiB) in [4096,"},
+		{ParamChunkBytes, "lots", "want a byte count"},
 		{ParamCredits, "many", "want an integer"},
 		{"rdma.qps", "2", "unknown parameter"},
 		{ParamHCA, "mlx5_0:0", "1..255"},

@@ -61,14 +61,26 @@ func ParseOptions(p transport.Params) (Options, error) {
 	if o.HCA, err = ParseHCA(p.String(ParamHCA, "")); err != nil {
 		return o, err
 	}
-	intParam := func(key string, dst *int, lo, hi int) error {
+	// bytes: a byte count spelled as every goccl size is (4096, 64K, 1MiB:
+	// transport.ParseBytes); the others are plain integers.
+	intParam := func(key string, dst *int, lo, hi int, bytes bool) error {
 		v, ok := p[key]
 		if !ok {
 			return nil
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		var n int
+		var err error
+		if bytes {
+			n, err = transport.ParseBytes(v)
+		} else {
+			n, err = strconv.Atoi(strings.TrimSpace(v))
+		}
 		if err != nil || n < lo || n > hi {
-			return fmt.Errorf("rdma: %w: %s=%q, want an integer in [%d, %d]", transport.ErrInvalid, key, v, lo, hi)
+			what := "an integer"
+			if bytes {
+				what = "a byte count (4096, 64K, 1MiB)"
+			}
+			return fmt.Errorf("rdma: %w: %s=%q, want %s in [%d, %d]", transport.ErrInvalid, key, v, what, lo, hi)
 		}
 		*dst = n
 		return nil
@@ -77,13 +89,14 @@ func ParseOptions(p transport.Params) (Options, error) {
 		key    string
 		dst    *int
 		lo, hi int
+		bytes  bool
 	}{
-		{ParamGIDIndex, &o.GIDIndex, -1, 255},
-		{ParamQPsPerPeer, &o.QPsPerPeer, 1, maxQPs},
-		{ParamChunkBytes, &o.ChunkBytes, minChunk, maxChunk},
-		{ParamCredits, &o.Credits, 1, maxCredits},
+		{ParamGIDIndex, &o.GIDIndex, -1, 255, false},
+		{ParamQPsPerPeer, &o.QPsPerPeer, 1, maxQPs, false},
+		{ParamChunkBytes, &o.ChunkBytes, minChunk, maxChunk, true},
+		{ParamCredits, &o.Credits, 1, maxCredits, false},
 	} {
-		if err := intParam(ip.key, ip.dst, ip.lo, ip.hi); err != nil {
+		if err := intParam(ip.key, ip.dst, ip.lo, ip.hi, ip.bytes); err != nil {
 			return o, err
 		}
 	}
