@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/algos/algostest"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -23,22 +22,11 @@ import (
 //
 // GOCCL_RANDOM_SEEDS=n runs n seeds from GOCCL_RANDOM_SEED, as TestRandomCalls does.
 func TestRandomCancel(t *testing.T) {
-	seeds, first := 10, uint64(1)
+	n := 10
 	if testing.Short() || raceEnabled {
-		seeds = 4
+		n = 4
 	}
-	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "GOCCL_RANDOM_SEEDS=%q: want a count", v)
-		seeds = n
-	}
-	if v := os.Getenv("GOCCL_RANDOM_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "GOCCL_RANDOM_SEED=%q: want an unsigned integer", v)
-		first = s
-	}
-	for i := range uint64(seeds) {
-		seed := first + i
+	for _, seed := range algostest.Seeds(t, n, 1) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { randomCancel(t, seed) })
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,22 +31,11 @@ import (
 // GOCCL_RANDOM_SEEDS=n runs n sequences (a soak) and GOCCL_RANDOM_SEED=s starts them
 // at seed s; a failure names its seed and the communicators' settings.
 func TestRandomCalls(t *testing.T) {
-	seeds, first := 12, uint64(1)
+	n := 12
 	if testing.Short() {
-		seeds = 4
+		n = 4
 	}
-	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "GOCCL_RANDOM_SEEDS=%q: want a count", v)
-		seeds = n
-	}
-	if v := os.Getenv("GOCCL_RANDOM_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "GOCCL_RANDOM_SEED=%q: want an unsigned integer", v)
-		first = s
-	}
-	for i := range uint64(seeds) {
-		seed := first + i
+	for _, seed := range algostest.Seeds(t, n, 1) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { randomSequence(t, seed) })
 	}
 }

@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
+	"github.com/goccl/goccl/algos/algostest"
 )
 
 // maxDiff is max |a-b| over all parameters.
@@ -21,6 +20,32 @@ func maxDiff(a, b [][]float32) (abs float64) {
 		}
 	}
 	return abs
+}
+
+// requireEquivalent trains c and one process with c's whole batch (W*b*A) and
+// requires, at every step, the same parameters on every rank, within tol of the one
+// process's, and the mean of the ranks' losses equal to its loss. It returns the one
+// process's parameters.
+func requireEquivalent(t *testing.T, c run, tol float64) [][][][]float32 {
+	t.Helper()
+	ref := run{world: 1, batch: c.world * c.batch * c.accum, accum: 1, steps: c.steps, dims: c.dims, eps: c.eps}
+	want, wantLoss, _ := train(t, ref)
+	got, gotLoss, _ := train(t, c)
+	for s := range c.steps {
+		for r := range c.world {
+			require.Equal(t, got[s][0], got[s][r], "step %d: rank %d differs from rank 0", s, r)
+		}
+		d := maxDiff(got[s][0], want[s][0])
+		t.Logf("step %d diff %.3g", s, d)
+		require.LessOrEqual(t, d, tol, "step %d: parameters differ from one process by %g", s, d)
+		// The mean of the ranks' losses is the big batch's loss.
+		var mean float64
+		for _, l := range gotLoss[s] {
+			mean += l / float64(c.world)
+		}
+		require.InDelta(t, wantLoss[s][0], mean, 1e-5, "step %d loss", s)
+	}
+	return want
 }
 
 // The seeds' equivalence: W ranks with per-rank batch b (and A accumulation steps)
@@ -49,23 +74,7 @@ func TestEquivalentToSingleProcess(t *testing.T) {
 		for _, c := range cases {
 			c.stage, c.dims, c.steps, c.bucket = stage, dims, 4, 256 // several buckets
 			t.Run(fmt.Sprintf("stage%d/W%d/b%d/A%d", stage, c.world, c.batch, c.accum), func(t *testing.T) {
-				ref := run{world: 1, batch: c.world * c.batch * c.accum, accum: 1, steps: c.steps, stage: 0, dims: dims}
-				want, wantLoss, _ := train(t, ref)
-				got, gotLoss, _ := train(t, c)
-				for s := range c.steps {
-					for r := range c.world {
-						require.Equal(t, got[s][0], got[s][r], "step %d: rank %d differs from rank 0", s, r)
-					}
-					d := maxDiff(got[s][0], want[s][0])
-					t.Logf("step %d diff %.3g", s, d)
-					require.LessOrEqual(t, d, tol, "step %d: parameters differ from one process by %g", s, d)
-					// The mean of the ranks' losses is the big batch's loss.
-					var mean float64
-					for _, l := range gotLoss[s] {
-						mean += l / float64(c.world)
-					}
-					require.InDelta(t, wantLoss[s][0], mean, 1e-5, "step %d loss", s)
-				}
+				want := requireEquivalent(t, c, tol)
 				// And training moved the parameters by far more than the tolerance.
 				require.Greater(t, maxDiff(want[c.steps-1][0], want[0][0]), 1000*tol)
 			})
@@ -88,21 +97,11 @@ func TestEquivalentToSingleProcess(t *testing.T) {
 // package's TestRandomCalls does.
 func TestRandomEquivalence(t *testing.T) {
 	const tol = 2e-6
-	seeds, first := 8, uint64(0)
+	n := 8
 	if testing.Short() {
-		seeds = 2
+		n = 2
 	}
-	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "GOCCL_RANDOM_SEEDS=%q: want a count", v)
-		seeds = n
-	}
-	if v := os.Getenv("GOCCL_RANDOM_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "GOCCL_RANDOM_SEED=%q: want an unsigned integer", v)
-		first = s
-	}
-	for seed := first; seed < first+uint64(seeds); seed++ {
+	for _, seed := range algostest.Seeds(t, n, 0) {
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		dims := make([]int, 2+rng.IntN(5))
 		for i := range dims {
@@ -121,22 +120,7 @@ func TestRandomEquivalence(t *testing.T) {
 		name := fmt.Sprintf("seed%d/stage%d/W%d/b%d/A%d/dims%v/bucket%d/%s/%s/shared=%t", seed, c.stage, c.world, c.batch,
 			c.accum, dims, c.bucket, tr, algo, c.shared)
 		t.Run(name, func(t *testing.T) {
-			ref := run{world: 1, batch: c.world * c.batch * c.accum, accum: 1, steps: c.steps, dims: dims, eps: c.eps}
-			want, wantLoss, _ := train(t, ref)
-			got, gotLoss, _ := train(t, c)
-			for s := range c.steps {
-				for r := range c.world {
-					require.Equal(t, got[s][0], got[s][r], "step %d: rank %d differs from rank 0", s, r)
-				}
-				d := maxDiff(got[s][0], want[s][0])
-				t.Logf("step %d diff %.3g", s, d)
-				require.LessOrEqual(t, d, tol, "step %d: parameters differ from one process by %g", s, d)
-				var mean float64
-				for _, l := range gotLoss[s] {
-					mean += l / float64(c.world)
-				}
-				require.InDelta(t, wantLoss[s][0], mean, 1e-5, "step %d loss", s)
-			}
+			requireEquivalent(t, c, tol)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package algostest
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +25,7 @@ func (m *Mesh) Strict() {
 	for r := range m.World {
 		for p := range m.World {
 			if p != r {
-				dirs[[2]int{r, p}] = &strictDir{next: make(chan struct{})}
+				dirs[[2]int{r, p}] = new(strictDir)
 			}
 		}
 	}
@@ -37,37 +36,8 @@ func (m *Mesh) Strict() {
 
 // strictDir is one direction of a link: messages sent, and received by the peer.
 type strictDir struct {
-	sent atomic.Uint64
-	mu   sync.Mutex
-	got  uint64
-	next chan struct{} // closed and replaced when got moves
-}
-
-// received counts one more message taken by the receiver.
-func (d *strictDir) received() {
-	d.mu.Lock()
-	d.got++
-	close(d.next)
-	d.next = make(chan struct{})
-	d.mu.Unlock()
-}
-
-// wait returns once the receiver has taken k messages.
-func (d *strictDir) wait(ctx context.Context, k uint64) error {
-	for {
-		d.mu.Lock()
-		got, next := d.got, d.next
-		d.mu.Unlock()
-		if got >= k {
-			return nil
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			return fmt.Errorf("algostest: a send of more than the eager size (%d bytes) waited for its receiver: %w",
-				algos.EagerBytes, ctx.Err())
-		}
-	}
+	sent atomic.Int64
+	got  algos.Progress
 }
 
 // strictConn is a Mesh link under Strict. It has none of the optional abilities
@@ -85,14 +55,18 @@ func (c *strictConn) Send(ctx context.Context, h transport.Header, payload []byt
 	if len(payload) <= algos.EagerBytes {
 		return nil
 	}
-	return c.out.wait(ctx, k)
+	if err := c.out.got.Wait(ctx, int(k)); err != nil {
+		return fmt.Errorf("algostest: a send of more than the eager size (%d bytes) waited for its receiver: %w",
+			algos.EagerBytes, err)
+	}
+	return nil
 }
 
 func (c *strictConn) Recv(ctx context.Context, want transport.Header, buf []byte) error {
 	if err := c.Conn.Recv(ctx, want, buf); err != nil {
 		return err
 	}
-	c.in.received()
+	c.in.got.Advance()
 	return nil
 }
 
