@@ -36,6 +36,7 @@ func Run(t *testing.T, tr transport.Transport, opt Options) {
 	}
 	t.Run("ColdReceiver", func(t *testing.T) { testColdReceiver(t, tr, opt) })
 	t.Run("Reserver", func(t *testing.T) { testReserver(t, tr, opt) })
+	t.Run("Random", func(t *testing.T) { testRandom(t, tr, opt) })
 }
 
 func (o Options) ctx(t testing.TB) context.Context {
