@@ -284,13 +284,14 @@ func randomSequence(t *testing.T, seed uint64) {
 	if raceEnabled {
 		calls = 15
 	}
-	require.NoError(t, randomCalls(ctx, t, rng, comms, calls, s.world > 1), "seed %d: %v", seed, s)
+	require.NoError(t, randomCalls(ctx, t, rng, comms, calls, 2), "seed %d: %v", seed, s)
 }
 
 // randomCalls runs calls random calls on comms (a whole world, rank order), with
-// shared memory allocated and freed, the spec changed, and (split) the world split
-// between them, and returns the first wrong result or failure.
-func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, calls int, split bool) error {
+// shared memory allocated and freed, the spec changed, and the world split between
+// them (splits levels deep: communicators split from split ones), and returns the
+// first wrong result or failure.
+func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, calls, splits int) error {
 	w := len(comms)
 	mesh, err := algostest.NewMesh(ctx, w) // runs the ranks' goroutines; its links go unused
 	if err != nil {
@@ -334,9 +335,9 @@ func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Com
 				}
 			}
 			t.Logf("world %d: SetAlgo(%q)", w, spec)
-		case r == 2 && split:
+		case r == 2 && splits > 0 && w > 1:
 			n := 3 + rng.IntN(6)
-			if err := randomSplit(ctx, t, rng, comms, n); err != nil {
+			if err := randomSplit(ctx, t, rng, comms, n, splits-1); err != nil {
 				return fmt.Errorf("calls %d-%d, on communicators split off: %w", i, i+n-1, err)
 			}
 			i += n
@@ -363,8 +364,9 @@ func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Com
 
 // randomSplit splits comms by random colors (some ranks in none) and keys, checks each
 // rank's place in its new communicator against Split's rule (by key, ties by old rank),
-// runs n random calls on every new communicator at once, and closes them.
-func randomSplit(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, n int) error {
+// runs n random calls on every new communicator at once (splitting them further,
+// splits levels deep), and closes them.
+func randomSplit(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Comm, n, splits int) error {
 	w := len(comms)
 	colors, keys := make([]int, w), make([]int, w)
 	for r := range w {
@@ -419,7 +421,7 @@ func randomSplit(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Com
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gerrs[g] = randomCalls(ctx, t, grng, group, n, false)
+			gerrs[g] = randomCalls(ctx, t, grng, group, n, splits)
 		}()
 	}
 	wg.Wait()
