@@ -22,27 +22,13 @@ import (
 // beyond too); ranks on either path understanding each other; and the books (Stats,
 // the link's bytes, the flight record) as the general path keeps them.
 
-// viaCommsKind runs an algostest case through the communicators' collective of its kind.
+// viaCommsKind runs an algostest case through the communicators' blocking collective
+// of its kind (commIssue; the mesh only numbers the ranks).
 func viaCommsKind(comms []*Comm) func(context.Context, algos.Peers, *algos.Args) error {
+	issue := commIssue(comms, false)
 	return func(ctx context.Context, p algos.Peers, a *algos.Args) error {
-		c := comms[p.Rank()]
-		switch a.Kind {
-		case transport.KindAllGather:
-			return c.AllGather(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType)
-		case transport.KindReduceScatter:
-			return c.ReduceScatter(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Op)
-		case transport.KindAllToAll:
-			return c.AllToAll(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType)
-		case transport.KindBroadcast:
-			return c.Broadcast(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
-		case transport.KindScatter:
-			return c.Scatter(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
-		case transport.KindGather:
-			return c.Gather(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Root)
-		case transport.KindReduce:
-			return c.Reduce(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Op, a.Root)
-		}
-		return fmt.Errorf("viaCommsKind: %s", a.Kind)
+		_, err := issue(ctx, p, a)
+		return err
 	}
 }
 

@@ -38,14 +38,6 @@ func shmPair(t *testing.T, opts ...Option) []*Comm {
 	return comms
 }
 
-// viaComms runs an algostest case through the communicators' AllReduce (the mesh only
-// numbers the ranks).
-func viaComms(comms []*Comm) func(context.Context, algos.Peers, *algos.Args) error {
-	return func(ctx context.Context, p algos.Peers, a *algos.Args) error {
-		return comms[p.Rank()].AllReduce(ctx, Host(a.Send), Host(a.Recv), a.Count, a.DType, a.Op)
-	}
-}
-
 func TestFastAllReduceValues(t *testing.T) {
 	ctx := context.Background()
 	comms := shmPair(t)
@@ -67,7 +59,7 @@ func TestFastAllReduceValues(t *testing.T) {
 					for rep := range 2 {
 						c := algostest.Case{Kind: transport.KindAllReduce, DType: dt, Op: op, Count: count, InPlace: inPlace,
 							Seed: uint64(rep*1000 + count)}
-						require.NoError(t, c.Check(ctx, mesh, viaComms(comms)), "%s", c)
+						require.NoError(t, c.Check(ctx, mesh, viaCommsKind(comms)), "%s", c)
 					}
 					// The second call, if not the first, took the fast path.
 					if count > 0 {

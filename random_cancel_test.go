@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/internal/seeds"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -26,7 +26,7 @@ func TestRandomCancel(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 4
 	}
-	for _, seed := range algostest.Seeds(t, n, 1) {
+	for _, seed := range seeds.List(t, n, 1) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { randomCancel(t, seed) })
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/internal/seeds"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -35,7 +36,7 @@ func TestRandomCalls(t *testing.T) {
 	if testing.Short() {
 		n = 4
 	}
-	for _, seed := range algostest.Seeds(t, n, 1) {
+	for _, seed := range seeds.List(t, n, 1) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { randomSequence(t, seed) })
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl"
-	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/internal/seeds"
 )
 
 // maxDiff is max |a-b| over all parameters.
@@ -101,7 +101,7 @@ func TestRandomEquivalence(t *testing.T) {
 	if testing.Short() {
 		n = 2
 	}
-	for _, seed := range algostest.Seeds(t, n, 0) {
+	for _, seed := range seeds.List(t, n, 0) {
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		dims := make([]int, 2+rng.IntN(5))
 		for i := range dims {

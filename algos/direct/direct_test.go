@@ -206,3 +206,12 @@ func TestUnsupportedKind(t *testing.T) {
 		require.ErrorContains(t, err, "allreduce, reducescatter, allgather, broadcast, scatter, alltoall")
 	}
 }
+
+// TestEager: no send of more than the eager size waits for its receiver before this
+// rank receives (algostest.CheckEager).
+func TestEager(t *testing.T) {
+	s := &shared{allocs: map[int][2][]byte{}, skip: -1}
+	var fell int64
+	var mu sync.Mutex
+	algostest.CheckEager(t, direct.Name, runner(s, &fell, &mu), direct.Algorithm{}.Supports)
+}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/internal/seeds"
 	"github.com/goccl/goccl/transport"
 )
 
@@ -71,21 +70,10 @@ func randomPlan(rng *rand.Rand, count, maxN, reserveMax int, try, stream, cold b
 // at random places in a ring, and both directions run together.
 //
 // GOCCL_RANDOM_SEEDS=n sends n plans each way, one after the other, from the seed
-// GOCCL_RANDOM_SEED (default 0), as the randomized tests elsewhere read them.
+// GOCCL_RANDOM_SEED (default 0), as every randomized test reads them (internal/seeds).
 func testRandom(t *testing.T, tr transport.Transport, opt Options) {
-	first, rounds := uint64(0), 1
-	if v := os.Getenv("GOCCL_RANDOM_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "GOCCL_RANDOM_SEED=%q: want an unsigned integer", v)
-		first = s
-	}
-	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "GOCCL_RANDOM_SEEDS=%q: want a count", v)
-		rounds = n
-	}
 	conns := Mesh(t, tr, 2, opt)
-	for seed := first; seed < first+uint64(rounds); seed++ {
+	for _, seed := range seeds.List(t, 1, 0) {
 		randomRound(t, conns, seed, opt)
 	}
 }

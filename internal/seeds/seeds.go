@@ -1,4 +1,7 @@
-package algostest
+// Package seeds says which seeds goccl's randomized tests run, the same way for all of
+// them (the root package's TestRandomCalls and TestRandomCancel, dp's
+// TestRandomEquivalence, the transport suite's Random check).
+package seeds
 
 import (
 	"os"
@@ -6,10 +9,10 @@ import (
 	"testing"
 )
 
-// Seeds is the seeds a randomized test runs: n of them from first, or, where the
+// List is the seeds a randomized test runs: n of them from first, or, where the
 // environment says so, GOCCL_RANDOM_SEEDS of them (a soak) from GOCCL_RANDOM_SEED
 // (one that failed, again). A value that is not a number fails the test.
-func Seeds(t testing.TB, n int, first uint64) []uint64 {
+func List(t testing.TB, n int, first uint64) []uint64 {
 	t.Helper()
 	if v := os.Getenv("GOCCL_RANDOM_SEEDS"); v != "" {
 		c, err := strconv.Atoi(v)
