@@ -1,12 +1,15 @@
 package goccl
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goccl/goccl/transport"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -126,4 +129,68 @@ func TestConfigByteCountsFromEnv(t *testing.T) {
 		require.Contains(t, err.Error(), "GOCCL_CHUNK_BYTES", in)
 		require.Contains(t, err.Error(), "byte count", in)
 	}
+}
+
+// Timeouts read the same in the file and the environment: a Go duration or plain
+// seconds. Anything else, or a time that is not positive or would overflow, is an
+// error naming the setting, never a wrapped-around duration.
+func TestConfigTimeouts(t *testing.T) {
+	dir := t.TempDir()
+	for in, want := range map[string]time.Duration{"90": 90 * time.Second, "90s": 90 * time.Second,
+		"1m30s": 90 * time.Second, "2.5": 2500 * time.Millisecond, " 500ms ": 500 * time.Millisecond, "+7": 7 * time.Second} {
+		c, err := LoadConfig(envOf(map[string]string{"GOCCL_TIMEOUT": in, "GOCCL_INIT_TIMEOUT": in}))
+		require.NoError(t, err, in)
+		require.Equal(t, want, c.Timeout, in)
+		require.Equal(t, want, c.InitTimeout, in)
+		file := filepath.Join(dir, "c.yaml")
+		require.NoError(t, os.WriteFile(file, []byte("timeout: "+in+"\ninit_timeout: \""+in+"\"\n"), 0o644))
+		c, err = LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file}))
+		require.NoError(t, err, in)
+		require.Equal(t, want, c.Timeout, in)
+		require.Equal(t, want, c.InitTimeout, in)
+	}
+	for _, in := range []string{"soon", "inf", "NaN", "-Inf", "1e30", "1e3", "0x10", "1_0", "-5", "0", "0s", "-1m",
+		"1e-12", "0.0000000001", "3000000h", "4000000000"} {
+		_, err := LoadConfig(envOf(map[string]string{"GOCCL_TIMEOUT": in}))
+		require.ErrorIs(t, err, transport.ErrInvalid, in)
+		require.Contains(t, err.Error(), "GOCCL_TIMEOUT", in)
+		file := filepath.Join(dir, "bad.yaml")
+		require.NoError(t, os.WriteFile(file, []byte("init_timeout: \""+in+"\"\n"), 0o644))
+		_, err = LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file}))
+		require.ErrorIs(t, err, transport.ErrInvalid, in)
+		require.Contains(t, err.Error(), "init_timeout", in)
+	}
+}
+
+// Init checks the transport parameters of every registered transport, whichever the
+// links end up on: a misspelt key, a prefix no transport reads, or a value the
+// transport would refuse is an error at Init that names it.
+func TestInitChecksParams(t *testing.T) {
+	for _, tc := range []struct {
+		key, val, want string
+	}{
+		{"tpc.sockets", "4", `parameter "tpc.sockets": no transport reads "tpc." keys (valid prefixes: cublas., cuda.,`},
+		{"tcp.socket", "4", `tcp: invalid argument: unknown parameter "tcp.socket" (valid: tcp.addr, tcp.sockets`},
+		{"tcp.sockets", "0", `tcp.sockets="0"`},
+		{"shm.single_copy", "maybe", `shm.single_copy="maybe"`},
+		{"rdma.credits", "lots", `rdma.credits="lots"`},
+		{"nccl.min_ctas", "x", `nccl.min_ctas="x"`},
+		{"inmem.depth", "3", `unknown parameter "inmem.depth"`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// One rank on inmem: none of the transports above would be opened.
+		c, err := Init(ctx, DefaultConfig().Apply(WithRank(0, 1), WithTransport("inmem"), WithParam(tc.key, tc.val)))
+		cancel()
+		if c != nil {
+			c.Close()
+		}
+		require.ErrorIs(t, err, transport.ErrInvalid, tc.key)
+		require.Contains(t, err.Error(), tc.want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Init(ctx, DefaultConfig().Apply(WithRank(0, 1), WithTransport("inmem"),
+		WithParam("tcp.sockets", "4"), WithParam("shm.spin", "10us"), WithParam("nccl.lib", "/nowhere/libnccl.so.2")))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }

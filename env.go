@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -126,8 +127,8 @@ func (c *Config) loadFile(path string) error {
 		fn  func(string) error
 	}{
 		{"chunk_bytes", f.ChunkBytes, func(s string) (err error) { c.ChunkBytes, err = transport.ParseBytes(s); return }},
-		{"timeout", f.Timeout, func(s string) (err error) { c.Timeout, err = time.ParseDuration(s); return }},
-		{"init_timeout", f.InitTimeout, func(s string) (err error) { c.InitTimeout, err = time.ParseDuration(s); return }},
+		{"timeout", f.Timeout, func(s string) (err error) { c.Timeout, err = parseDuration(s); return }},
+		{"init_timeout", f.InitTimeout, func(s string) (err error) { c.InitTimeout, err = parseDuration(s); return }},
 	}
 	for _, fl := range fields {
 		if fl.val != nil {
@@ -240,10 +241,47 @@ func splitList(s string) []string {
 	return out
 }
 
-// parseDuration accepts Go durations ("90s") and plain seconds ("90").
+// maxTimeout bounds a timeout setting: far beyond any run, far below time.Duration's
+// overflow (292 years).
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
+// parseDuration accepts Go durations ("90s", "1m30s") and plain seconds ("90",
+// "2.5"), the same in the config file and the environment, and refuses anything
+// that is not a positive time of at most maxTimeout.
 func parseDuration(s string) (time.Duration, error) {
-	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		return time.Duration(n * float64(time.Second)), nil
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || math.IsNaN(n) || math.IsInf(n, 0) || !decimalSeconds(s) {
+			return 0, fmt.Errorf("%q is not a duration (want e.g. 90s, 1m30s, 500ms, or seconds such as 90)", s)
+		}
+		if n*float64(time.Second) > float64(maxTimeout) {
+			return 0, fmt.Errorf("%q is longer than %v", s, maxTimeout)
+		}
+		d = time.Duration(n * float64(time.Second))
 	}
-	return time.ParseDuration(s)
+	if d <= 0 || d > maxTimeout {
+		return 0, fmt.Errorf("%q: want a duration above 0 and at most %v", s, maxTimeout)
+	}
+	return d, nil
+}
+
+// decimalSeconds reports whether s is a plain decimal number of seconds: digits with
+// at most one point and an optional sign (ParseFloat also takes hex, exponents,
+// underscores, Inf and NaN, which are not how a timeout is written).
+func decimalSeconds(s string) bool {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "+"), "-")
+	digits, dots := 0, 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case r == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && dots <= 1
 }

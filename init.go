@@ -96,6 +96,9 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("goccl: transport list %q: %w", strings.Join(cfg.Transports, ","), err)
 		}
 	}
+	if err := transport.CheckParams(cfg.Params); err != nil {
+		return fmt.Errorf("goccl: %w", err)
+	}
 	if cfg.Timeout <= 0 || cfg.InitTimeout <= 0 {
 		return fmt.Errorf("goccl: %w: timeouts must be positive (timeout %v, init_timeout %v)", transport.ErrInvalid, cfg.Timeout, cfg.InitTimeout)
 	}

@@ -126,6 +126,9 @@ func statusKey(rank int) string { return "nccl/status/" + strconv.Itoa(rank) }
 
 // prepare loads the libraries and selects the device.
 func prepare(l transport.Local) (*endpoint, error) {
+	if err := (Transport{}).CheckParams(l.Params); err != nil {
+		return nil, err
+	}
 	lib, err := LoadLibrary(l.Params.String("nccl.lib", ""))
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func ParseHCA(s string) (HCAFilter, error) {
 	}
 	if strings.TrimSpace(s) == "" {
 		if f.Exclude || f.Exact {
-			return HCAFilter{}, fmt.Errorf("rdma: %w: HCA list %q has a prefix but no device names (want e.g. \"^mlx5_0\" or \"=mlx5_0:1\")", transport.ErrInvalid, orig)
+			return HCAFilter{}, fmt.Errorf("%w: HCA list %q has a prefix but no device names (want e.g. \"^mlx5_0\" or \"=mlx5_0:1\")", transport.ErrInvalid, orig)
 		}
 		return f, nil
 	}
@@ -47,13 +47,13 @@ func ParseHCA(s string) (HCAFilter, error) {
 		item = strings.TrimSpace(item)
 		name, port, hasPort := strings.Cut(item, ":")
 		if name == "" || strings.ContainsAny(name, "^=: /") {
-			return HCAFilter{}, fmt.Errorf("rdma: %w: bad device %q in HCA list (want name or name:port, e.g. mlx5_0:1)", transport.ErrInvalid, item)
+			return HCAFilter{}, fmt.Errorf("%w: bad device %q in HCA list (want name or name:port, e.g. mlx5_0:1)", transport.ErrInvalid, item)
 		}
 		e := HCAEntry{Name: name}
 		if hasPort {
 			n, err := strconv.Atoi(port)
 			if err != nil || n < 1 || n > 255 {
-				return HCAFilter{}, fmt.Errorf("rdma: %w: bad port %q for device %s in HCA list (ports are numbered 1..255)", transport.ErrInvalid, port, name)
+				return HCAFilter{}, fmt.Errorf("%w: bad port %q for device %s in HCA list (ports are numbered 1..255)", transport.ErrInvalid, port, name)
 			}
 			e.Port = n
 		}

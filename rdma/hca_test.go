@@ -86,7 +86,8 @@ func TestParseOptions(t *testing.T) {
 		{ParamChunkBytes, "lots", "want a byte count"},
 		{ParamCredits, "many", "want an integer"},
 		{"rdma.qps", "2", "unknown parameter"},
-		{ParamHCA, "mlx5_0:0", "1..255"},
+		{ParamHCA, "mlx5_0:0", `rdma: rdma.hca="mlx5_0:0": invalid argument: bad port "0" for device mlx5_0 in HCA list (ports are numbered 1..255)`},
+		{ParamHCA, ",", `rdma.hca=","`},
 	} {
 		_, err := ParseOptions(transport.Params{tc.key: tc.val})
 		require.ErrorIs(t, err, transport.ErrInvalid, "%s=%s", tc.key, tc.val)

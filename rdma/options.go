@@ -59,7 +59,7 @@ func ParseOptions(p transport.Params) (Options, error) {
 	}
 	var err error
 	if o.HCA, err = ParseHCA(p.String(ParamHCA, "")); err != nil {
-		return o, err
+		return o, fmt.Errorf("rdma: %s=%q: %w", ParamHCA, p[ParamHCA], err)
 	}
 	// bytes: a byte count spelled as every goccl size is (4096, 64K, 1MiB:
 	// transport.ParseBytes); the others are plain integers.

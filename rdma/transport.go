@@ -28,6 +28,15 @@ type Transport struct{}
 // Name returns "rdma".
 func (Transport) Name() string { return Name }
 
+// ParamPrefixes: rdma reads the "rdma." keys (transport.ParamChecker).
+func (Transport) ParamPrefixes() []string { return []string{Name + "."} }
+
+// CheckParams reports what ParseOptions would refuse.
+func (Transport) CheckParams(p transport.Params) error {
+	_, err := ParseOptions(p)
+	return err
+}
+
 // Open opens the configured provider's device for this rank. Without a usable device
 // (no libibverbs, no RDMA in the kernel, no matching HCA, no permission) it returns an
 // error wrapping transport.ErrNotSupported, so a communicator configured with "auto"

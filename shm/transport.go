@@ -20,6 +20,15 @@ type Transport struct{}
 // Name returns "shm".
 func (Transport) Name() string { return Name }
 
+// ParamPrefixes: shm reads the "shm." keys (transport.ParamChecker).
+func (Transport) ParamPrefixes() []string { return []string{Name + "."} }
+
+// CheckParams reports what ParseOptions would refuse.
+func (Transport) CheckParams(p transport.Params) error {
+	_, err := ParseOptions(p)
+	return err
+}
+
 // Open checks the rank and the parameters and returns this rank's endpoint. Opening
 // creates nothing in the segment directory; segments appear per link in Connect.
 // Where shared memory cannot work (not Linux) the error wraps transport.ErrNotSupported.

@@ -51,6 +51,9 @@ const maxSpin = 10 * time.Millisecond
 // MaxSockets bounds tcp.sockets: more sockets than this only add overhead.
 const MaxSockets = 64
 
+// paramKeys lists every key ParseOptions reads, for its errors.
+var paramKeys = []string{ParamAddr, ParamSockets, ParamBufSize, ParamStripeMin, ParamHandshakeTimeout, ParamSpin, ParamCongestion}
+
 // Options are the endpoint's settings, parsed from transport.Params.
 type Options struct {
 	Addr             string
@@ -72,6 +75,9 @@ func DefaultOptions() Options {
 // that names the key, the value and what is valid, rather than a silent default.
 func ParseOptions(p transport.Params) (Options, error) {
 	o := DefaultOptions()
+	if k := transport.UnknownParam(p, "tcp.", paramKeys); k != "" {
+		return o, fmt.Errorf("tcp: %w: unknown parameter %q (valid: %s)", transport.ErrInvalid, k, strings.Join(paramKeys, ", "))
+	}
 	o.Addr = p.String(ParamAddr, "")
 	if o.Addr != "" {
 		if _, _, err := net.SplitHostPort(o.Addr); err != nil {
@@ -93,7 +99,7 @@ func ParseOptions(p transport.Params) (Options, error) {
 		if !ok {
 			continue
 		}
-		parse, want := strconv.Atoi, "an integer"
+		parse, want := func(s string) (int, error) { return strconv.Atoi(strings.TrimSpace(s)) }, "an integer"
 		if f.bytes {
 			parse, want = transport.ParseBytes, "a byte count (such as 4M)"
 		}
@@ -104,7 +110,7 @@ func ParseOptions(p transport.Params) (Options, error) {
 		*f.dst = n
 	}
 	if v, ok := p[ParamHandshakeTimeout]; ok {
-		d, err := time.ParseDuration(v)
+		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil || d <= 0 {
 			return o, fmt.Errorf("tcp: %w: %s=%q, want a positive duration like \"10s\"", transport.ErrInvalid, ParamHandshakeTimeout, v)
 		}
@@ -118,7 +124,7 @@ func ParseOptions(p transport.Params) (Options, error) {
 		o.Congestion = v
 	}
 	if v, ok := p[ParamSpin]; ok {
-		d, err := time.ParseDuration(v)
+		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil || d < 0 || d > maxSpin {
 			return o, fmt.Errorf("tcp: %w: %s=%q, want a duration between 0s and %v like \"50us\"", transport.ErrInvalid, ParamSpin, v, maxSpin)
 		}

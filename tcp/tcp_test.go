@@ -96,6 +96,7 @@ func TestOptions(t *testing.T) {
 		{tcp.ParamCongestion, "system", true},
 		{tcp.ParamCongestion, "", false},
 		{tcp.ParamCongestion, "cubic;rm", false},
+		{tcp.ParamSockets, " 4 ", true}, // spaces around a value, as in GOCCL_PARAMS="tcp.sockets= 4"
 	} {
 		t.Run(tc.key+"="+tc.val, func(t *testing.T) {
 			o, err := tcp.ParseOptions(transport.Params{tc.key: tc.val})
@@ -110,6 +111,12 @@ func TestOptions(t *testing.T) {
 			require.Contains(t, err.Error(), tc.key)
 			require.Contains(t, err.Error(), tc.val)
 		})
+	}
+	// A misspelt key is an error that lists the valid ones, not a silent default.
+	for _, key := range []string{"tcp.socket", "tcp.", "tcp.SOCKETS"} {
+		_, err := tcp.ParseOptions(transport.Params{key: "4"})
+		require.ErrorIs(t, err, transport.ErrInvalid, key)
+		require.Contains(t, err.Error(), fmt.Sprintf("unknown parameter %q (valid: tcp.addr, tcp.sockets,", key))
 	}
 }
 

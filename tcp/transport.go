@@ -30,6 +30,15 @@ type Transport struct{}
 // Name returns "tcp".
 func (Transport) Name() string { return Name }
 
+// ParamPrefixes: tcp reads the "tcp." keys (transport.ParamChecker).
+func (Transport) ParamPrefixes() []string { return []string{Name + "."} }
+
+// CheckParams reports what ParseOptions would refuse.
+func (Transport) CheckParams(p transport.Params) error {
+	_, err := ParseOptions(p)
+	return err
+}
+
 // maxPendingHandshakes bounds the sockets handshaking at once, so a flood of strangers
 // costs a bounded number of goroutines; sockets beyond it are closed at once.
 const maxPendingHandshakes = 256

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,7 +37,7 @@ type Params map[string]string
 // Int returns the integer under key, or def when it is absent or malformed.
 func (p Params) Int(key string, def int) int {
 	if v, ok := p[key]; ok {
-		if n, err := strconv.Atoi(v); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
 			return n
 		}
 	}
@@ -46,7 +47,7 @@ func (p Params) Int(key string, def int) int {
 // Bool returns the boolean under key, or def when it is absent or malformed.
 func (p Params) Bool(key string, def bool) bool {
 	if v, ok := p[key]; ok {
-		if b, err := strconv.ParseBool(v); err == nil {
+		if b, err := strconv.ParseBool(strings.TrimSpace(v)); err == nil {
 			return b
 		}
 	}

@@ -31,6 +31,27 @@ func init() {
 	register(command{name: "run", summary: "launch N local ranks of a program (like torchrun/mpirun)", run: runRun})
 }
 
+// maxRunRanks bounds -n: every rank is a process on this host (goccl perf's --np has
+// the same bound).
+const maxRunRanks = 1024
+
+// checkRun says what is wrong with goccl run's flags, if anything.
+func checkRun(n, port int, grace time.Duration, argv, hostIDs []string) error {
+	switch {
+	case n < 1 || n > maxRunRanks:
+		return fmt.Errorf("-n %d: want 1..%d ranks", n, maxRunRanks)
+	case len(argv) == 0:
+		return fmt.Errorf("no program given (put it after --)")
+	case port < 0 || port > 65535:
+		return fmt.Errorf("--store-port %d: want 0..65535", port)
+	case grace < 0:
+		return fmt.Errorf("--grace %v: want a duration >= 0", grace)
+	case len(hostIDs) != 0 && len(hostIDs) != 1 && len(hostIDs) != n:
+		return fmt.Errorf("--host-id has %d values for %d ranks: give one, or one per rank", len(hostIDs), n)
+	}
+	return nil
+}
+
 func runRun(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("goccl run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -50,24 +71,13 @@ func runRun(ctx context.Context, args []string) int {
 		return 2
 	}
 	argv := fs.Args()
-	switch {
-	case *n < 1:
-		fmt.Fprintf(os.Stderr, "goccl run: -n %d: need at least one rank\n%s\n", *n, runUsage)
-		return 2
-	case len(argv) == 0:
-		fmt.Fprintf(os.Stderr, "goccl run: no program given (put it after --)\n%s\n", runUsage)
-		return 2
-	case *port < 0 || *port > 65535:
-		fmt.Fprintf(os.Stderr, "goccl run: --store-port %d: want 0..65535\n", *port)
-		return 2
-	}
 	var ids []string
 	if *hostIDs != "" {
 		ids = strings.Split(*hostIDs, ",")
-		if len(ids) != 1 && len(ids) != *n {
-			fmt.Fprintf(os.Stderr, "goccl run: --host-id has %d values for %d ranks: give one, or one per rank\n", len(ids), *n)
-			return 2
-		}
+	}
+	if err := checkRun(*n, *port, *grace, argv, ids); err != nil {
+		fmt.Fprintf(os.Stderr, "goccl run: %v\n%s\n", err, runUsage)
+		return 2
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1) // SIGUSR1: every rank dumps its flight record

@@ -41,6 +41,9 @@ func New(dims []int) (*MLP, error) {
 	if dims[len(dims)-1] < 2 {
 		return nil, fmt.Errorf("mlp: %d classes (want >= 2)", dims[len(dims)-1])
 	}
+	if _, err := CountParams(dims); err != nil {
+		return nil, err
+	}
 	L := len(dims) - 1
 	m := &MLP{dims: append([]int(nil), dims...), w: make([][]float32, L), b: make([][]float32, L),
 		dw: make([][]float32, L), db: make([][]float32, L), acts: make([][]float32, L+1), deltas: make([][]float32, L+1)}
@@ -52,6 +55,30 @@ func (m *MLP) Layers() int { return len(m.dims) - 1 }
 
 // Dims returns the layer sizes.
 func (m *MLP) Dims() []int { return append([]int(nil), m.dims...) }
+
+// MaxParams bounds a model's parameters (2^40, 16 TiB of float32 weights and AdamW
+// state: far past any host), so that counting them cannot overflow.
+const MaxParams = 1 << 40
+
+// CountParams is the number of parameters of an MLP with these layer sizes, or an
+// error when a size is below 1 or the count would pass MaxParams.
+func CountParams(dims []int) (int, error) {
+	n := 0
+	for i, d := range dims {
+		if d < 1 || d > MaxParams {
+			return 0, fmt.Errorf("mlp: layer size %d at position %d of %v (want 1..%d)", d, i, dims, MaxParams)
+		}
+		if i == 0 {
+			continue
+		}
+		// (in+1)*out, checked before it is formed: both are at most MaxParams.
+		if in := dims[i-1]; in+1 > (MaxParams-n)/d {
+			return 0, fmt.Errorf("mlp: layer sizes %v have more than %d parameters", dims, MaxParams)
+		}
+		n += (dims[i-1] + 1) * d
+	}
+	return n, nil
+}
 
 // NumParams is the number of parameters.
 func (m *MLP) NumParams() int {

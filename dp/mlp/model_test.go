@@ -133,6 +133,24 @@ func TestBadModelAndData(t *testing.T) {
 	require.ErrorContains(t, err, "1 classes (want >= 2)")
 	_, err = NewSynthetic(0, 3, 1)
 	require.ErrorContains(t, err, "0 features")
+	// Sizes whose product would overflow are an error, not a wrapped count.
+	_, err = New([]int{4_000_000_000, 4_000_000_000, 2})
+	require.ErrorContains(t, err, "more than 1099511627776 parameters")
+	_, err = New([]int{1 << 41, 2})
+	require.ErrorContains(t, err, "want 1..1099511627776")
+	// The count is (in+1)*out per layer, as NumParams has it.
+	for _, dims := range [][]int{{5, 4, 3}, {1, 2}, {784, 1024, 1024, 10}} {
+		n, err := CountParams(dims)
+		require.NoError(t, err)
+		want := 0
+		for l := 1; l < len(dims); l++ {
+			want += dims[l-1]*dims[l] + dims[l]
+		}
+		require.Equal(t, want, n, dims)
+		m, err := New(dims)
+		require.NoError(t, err)
+		require.Equal(t, want, m.NumParams())
+	}
 }
 
 func TestSyntheticIsDeterministicByIndex(t *testing.T) {

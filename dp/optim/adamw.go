@@ -18,15 +18,16 @@ func Default() AdamW {
 
 // Validate says which hyper-parameter is out of range and what range is valid.
 func (h AdamW) Validate() error {
+	finite := func(x float32) bool { return !math.IsInf(float64(x), 0) }
 	switch {
-	case !(h.LR >= 0):
-		return fmt.Errorf("optim: AdamW learning rate %v (want >= 0)", h.LR)
+	case !(h.LR >= 0) || !finite(h.LR):
+		return fmt.Errorf("optim: AdamW learning rate %v (want finite and >= 0)", h.LR)
 	case !(h.Beta1 >= 0 && h.Beta1 < 1) || !(h.Beta2 >= 0 && h.Beta2 < 1):
 		return fmt.Errorf("optim: AdamW betas (%v, %v) (want each in [0, 1))", h.Beta1, h.Beta2)
-	case !(h.Eps > 0):
-		return fmt.Errorf("optim: AdamW eps %v (want > 0)", h.Eps)
-	case !(h.WeightDecay >= 0):
-		return fmt.Errorf("optim: AdamW weight decay %v (want >= 0)", h.WeightDecay)
+	case !(h.Eps > 0) || !finite(h.Eps):
+		return fmt.Errorf("optim: AdamW eps %v (want finite and > 0)", h.Eps)
+	case !(h.WeightDecay >= 0) || !finite(h.WeightDecay):
+		return fmt.Errorf("optim: AdamW weight decay %v (want finite and >= 0)", h.WeightDecay)
 	}
 	return nil
 }

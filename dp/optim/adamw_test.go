@@ -47,10 +47,13 @@ func TestAdamWValidate(t *testing.T) {
 		h    optim.AdamW
 		want string
 	}{
-		{optim.AdamW{LR: float32(math.NaN()), Eps: 1}, "learning rate NaN (want >= 0)"},
+		{optim.AdamW{LR: float32(math.NaN()), Eps: 1}, "learning rate NaN (want finite and >= 0)"},
+		{optim.AdamW{LR: float32(math.Inf(1)), Eps: 1}, "learning rate +Inf (want finite and >= 0)"},
+		{optim.AdamW{Eps: float32(math.Inf(1))}, "eps +Inf (want finite and > 0)"},
+		{optim.AdamW{Eps: 1, WeightDecay: float32(math.Inf(1))}, "weight decay +Inf"},
 		{optim.AdamW{Beta1: 1, Eps: 1}, "betas (1, 0) (want each in [0, 1))"},
-		{optim.AdamW{}, "eps 0 (want > 0)"},
-		{optim.AdamW{Eps: 1, WeightDecay: -1}, "weight decay -1 (want >= 0)"},
+		{optim.AdamW{}, "eps 0 (want finite and > 0)"},
+		{optim.AdamW{Eps: 1, WeightDecay: -1}, "weight decay -1 (want finite and >= 0)"},
 	} {
 		require.ErrorContains(t, c.h.Validate(), c.want)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -44,6 +45,14 @@ type options struct {
 	seed                       uint64
 	bench, tsv, help           bool
 }
+
+// maxRanks bounds --np and --local, as goccl perf bounds its --np: the ranks all run
+// on this host.
+const maxRanks = 1024
+
+// maxBucketMB bounds the bucket flags (1 TiB), so that their byte counts cannot
+// overflow.
+const maxBucketMB = 1 << 20
 
 func parse(args []string) (*options, error) {
 	o := &options{}
@@ -88,16 +97,18 @@ func parse(args []string) (*options, error) {
 		o.dims = append(o.dims, d)
 	}
 	switch {
-	case o.np < 0 || o.local < 0:
-		return nil, fmt.Errorf("train: --np %d / --local %d: want >= 1 ranks", o.np, o.local)
+	case o.np < 0 || o.local < 0 || o.np > maxRanks || o.local > maxRanks:
+		return nil, fmt.Errorf("train: --np %d / --local %d: want 1..%d ranks", o.np, o.local, maxRanks)
 	case o.np > 0 && o.local > 0:
 		return nil, fmt.Errorf("train: give --np (processes) or --local (goroutines), not both")
 	case o.stage < 0 || o.stage > 3:
 		return nil, fmt.Errorf("train: --zero %d (valid: 0 = DDP, 1, 2, 3)", o.stage)
 	case o.steps < 1 || o.batch < 1 || o.accum < 1:
 		return nil, fmt.Errorf("train: --steps %d --batch %d --accum %d: each must be >= 1", o.steps, o.batch, o.accum)
-	case o.bucketMB <= 0 || o.firstMB <= 0:
-		return nil, fmt.Errorf("train: --bucket-mb %g --first-bucket-mb %g: want > 0", o.bucketMB, o.firstMB)
+	case !(o.bucketMB > 0 && o.bucketMB <= maxBucketMB) || !(o.firstMB > 0 && o.firstMB <= maxBucketMB):
+		return nil, fmt.Errorf("train: --bucket-mb %g --first-bucket-mb %g: want each above 0 and at most %d", o.bucketMB, o.firstMB, maxBucketMB)
+	case !(o.lr >= 0) || math.IsInf(o.lr, 0) || o.lr > math.MaxFloat32:
+		return nil, fmt.Errorf("train: --lr %g: want a finite learning rate >= 0", o.lr)
 	case o.logEvery < 1 || o.warmup < 0:
 		return nil, fmt.Errorf("train: --log-every %d --warmup %d: want >= 1 and >= 0", o.logEvery, o.warmup)
 	case o.device != "cpu" && o.device != "cuda":

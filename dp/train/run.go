@@ -131,6 +131,26 @@ func spawn(ctx context.Context, n int, args []string, stdout, stderr io.Writer) 
 	return ExitFailure
 }
 
+// stateBytes is the least a parameter costs the job in fp32 training: its weight,
+// gradient and two AdamW moments, once across the ranks even at ZeRO stage 3.
+const stateBytes = 16
+
+// fitsHost refuses a model whose training state, with the synthetic data's class
+// centres, cannot fit in mem bytes (this host's memory; 0 = unknown): such a run
+// would otherwise end in the Go runtime's out-of-memory crash on every rank.
+func fitsHost(dims []int, mem uint64) error {
+	n, err := mlp.CountParams(dims)
+	if err != nil {
+		return fmt.Errorf("--dims: %w", err)
+	}
+	need := uint64(n)*stateBytes + 4*uint64(dims[0])*uint64(dims[len(dims)-1])
+	if mem > 0 && need > mem {
+		return fmt.Errorf("--dims %v: %d parameters need at least %.1f GiB for weights, gradients and AdamW moments, "+
+			"more than this host's %.1f GiB", dims, n, float64(need)/(1<<30), float64(mem)/(1<<30))
+	}
+	return nil
+}
+
 // runRank trains on one rank; rank 0 writes the report to out.
 func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) error {
 	var data mlp.Dataset
@@ -143,7 +163,13 @@ func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) e
 		data = t
 		hidden := dims[min(1, len(dims)):max(1, len(dims)-1)]
 		dims = append(append([]int{t.Dim()}, hidden...), t.Classes())
+		if err := fitsHost(dims, hostMemory()); err != nil {
+			return err
+		}
 	} else {
+		if err := fitsHost(dims, hostMemory()); err != nil {
+			return err
+		}
 		s, err := mlp.NewSynthetic(dims[0], dims[len(dims)-1], o.seed)
 		if err != nil {
 			return err

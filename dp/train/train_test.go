@@ -107,6 +107,19 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--precision", "fp8", "--steps", "2", "--warmup", "0"}, `precision "fp8" (valid: fp32, bf16, fp16)`},
 		{[]string{"--data", "/nonexistent.csv", "--steps", "2", "--warmup", "0"}, "no such file"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"--local", "5000"}, "--np 0 / --local 5000: want 1..1024 ranks"},
+		{[]string{"--bucket-mb", "NaN"}, "--bucket-mb NaN --first-bucket-mb 1: want each above 0 and at most 1048576"},
+		{[]string{"--first-bucket-mb", "1e300"}, "want each above 0"},
+		{[]string{"--lr", "Inf"}, "--lr +Inf: want a finite learning rate >= 0"},
+		{[]string{"--lr", "1e39"}, "want a finite learning rate"},
+		// Layer sizes whose state this host cannot hold, or whose count overflows, are
+		// an error before anything is allocated, not the runtime's out-of-memory crash.
+		{[]string{"--local", "1", "--dims", "524288,1048576,2", "--steps", "2", "--warmup", "0"},
+			"train: --dims [524288 1048576 2]: 549758959618 parameters need at least 8192.1 GiB"},
+		{[]string{"--local", "1", "--dims", "4000000000,4000000000,2", "--steps", "2", "--warmup", "0"},
+			"more than 1099511627776 parameters"},
+		{[]string{"--local", "1", "--dims", "1000000000000,1,1000000000", "--steps", "2", "--warmup", "0"},
+			"parameters need at least"},
 	} {
 		_, errs, code := runMain(t, c.args...)
 		require.NotZero(t, code, "%v", c.args)
@@ -115,6 +128,16 @@ func TestBadFlags(t *testing.T) {
 	out, _, code := runMain(t, "-h")
 	require.Zero(t, code)
 	require.Contains(t, out, "usage: goccl train")
+}
+
+// fitsHost counts what a model's training needs against the memory it is given.
+func TestFitsHost(t *testing.T) {
+	// 784*1024+1024 + 1024*10+10 = 814,090 parameters, 16 bytes each, and 7,840 floats
+	// of class centres: 13,056,800 bytes.
+	dims := []int{784, 1024, 10}
+	require.NoError(t, fitsHost(dims, 13_056_800))
+	require.NoError(t, fitsHost(dims, 0)) // unknown memory: no check
+	require.ErrorContains(t, fitsHost(dims, 13_056_799), "814090 parameters need at least 0.0 GiB")
 }
 
 func TestStripNP(t *testing.T) {

@@ -119,8 +119,13 @@ func (c *Collective) Bandwidth(k Counts, eltSize, n int, sec float64) (algBW, bu
 // BusFactor is busbw/algbw for n ranks.
 func (c *Collective) BusFactor(n int) float64 { return c.busFactor(n) }
 
+// maxSweep bounds the sizes of one sweep: an additive step far below the range
+// (-b 1 -e 1G -i 1) would otherwise run for ever and hold the whole list in memory.
+const maxSweep = 1 << 20
+
 // Sweep returns the sizes nccl-tests visits: from min, times factor when factor > 1,
-// else plus step, while size <= max. It refuses sweeps that would never end.
+// else plus step, while size <= max. It refuses sweeps that would never end, and
+// those of more than maxSweep sizes.
 func Sweep(minBytes, maxBytes, stepBytes, stepFactor int64) ([]int64, error) {
 	switch {
 	case minBytes < 0 || maxBytes < 0:
@@ -131,6 +136,9 @@ func Sweep(minBytes, maxBytes, stepBytes, stepFactor int64) ([]int64, error) {
 		return nil, fmt.Errorf("perf: -b 0 with -f %d never grows; use -b 1 or more, or an additive step (-f 1 -i N)", stepFactor)
 	case stepFactor <= 1 && stepBytes <= 0 && maxBytes > minBytes:
 		return nil, fmt.Errorf("perf: step %d bytes never reaches maxbytes; use -i 1 or more, or -f 2", stepBytes)
+	case stepFactor <= 1 && (maxBytes-minBytes)/max(stepBytes, 1) >= maxSweep:
+		return nil, fmt.Errorf("perf: -b %d -e %d -i %d is %d sizes, more than %d; use a larger step (-i) or -f 2",
+			minBytes, maxBytes, stepBytes, (maxBytes-minBytes)/max(stepBytes, 1)+1, maxSweep)
 	}
 	var sizes []int64
 	for size := minBytes; size <= maxBytes; {

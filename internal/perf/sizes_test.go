@@ -97,6 +97,11 @@ func TestSweep(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, s)
 
+	s, err = Sweep(0, 1<<20-1, 1, 1) // the longest sweep allowed
+	require.NoError(t, err)
+	require.Len(t, s, 1<<20)
+	require.Equal(t, int64(1<<20-1), s[len(s)-1])
+
 	s, err = Sweep(3, 100, 0, 3) // factor 3: 3 9 27 81
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 9, 27, 81}, s)
@@ -108,6 +113,8 @@ func TestSweep(t *testing.T) {
 		{9, 8, 1, 2, "larger than maxbytes"},
 		{0, 8, 1, 2, "never grows"},
 		{1, 8, 0, 1, "never reaches"},
+		{1, 1 << 30, 1, 1, "-b 1 -e 1073741824 -i 1 is 1073741824 sizes, more than 1048576"},
+		{0, 1 << 20, 1, 0, "is 1048577 sizes"},
 	} {
 		_, err := Sweep(bad.min, bad.max, bad.step, bad.f)
 		require.ErrorContains(t, err, bad.msg)

@@ -19,6 +19,17 @@ type Transport struct{}
 // Name returns "inmem".
 func (Transport) Name() string { return Name }
 
+// ParamPrefixes: inmem owns the "inmem." keys (transport.ParamChecker).
+func (Transport) ParamPrefixes() []string { return []string{Name + "."} }
+
+// CheckParams refuses every "inmem." key: the in-process transport has no settings.
+func (Transport) CheckParams(p transport.Params) error {
+	if k := transport.UnknownParam(p, Name+".", nil); k != "" {
+		return fmt.Errorf("inmem: %w: unknown parameter %q: the in-process transport has no settings", transport.ErrInvalid, k)
+	}
+	return nil
+}
+
 // Open returns this rank's endpoint.
 func (Transport) Open(_ context.Context, l transport.Local) (transport.Endpoint, error) {
 	if l.Rank < 0 || l.Rank >= l.World {
