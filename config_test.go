@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,4 +195,53 @@ func TestInitChecksParams(t *testing.T) {
 		WithParam("tcp.sockets", "4"), WithParam("shm.spin", "10us"), WithParam("nccl.lib", "/nowhere/libnccl.so.2")))
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+// A log level or subsystem goccl does not have is an error at Init naming the valid
+// ones, not a silent WARN or a filter that drops every line; so is a debug file that
+// cannot be opened. Communicators naming the same debug file share one descriptor.
+func TestDebugSettings(t *testing.T) {
+	for _, tc := range []struct{ level, subsys, want string }{
+		{"", "", ""}, {"info", "init,coll", ""}, {" TRACE ", "^TRANSPORT", ""}, {"Debug", "ALL", ""}, {"ERROR", "", ""},
+		{"VERBOSE", "", `debug level "VERBOSE" (valid: ERROR, WARN, INFO, DEBUG, TRACE)`},
+		{"INFO", "INIT,NET", `debug subsystem "NET" in "INIT,NET" (valid: INIT, COLL, TRANSPORT, ALL`},
+		{"INFO", "^GRAPH", `debug subsystem "GRAPH"`},
+	} {
+		err := checkDebug(tc.level, tc.subsys)
+		if tc.want == "" {
+			require.NoError(t, err, "%q %q", tc.level, tc.subsys)
+			continue
+		}
+		require.ErrorIs(t, err, transport.ErrInvalid)
+		require.ErrorContains(t, err, tc.want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := DefaultConfig().Apply(WithRank(0, 1), WithTransport("inmem"))
+	_, err := Init(ctx, one.Apply(WithDebug("LOUD", "")))
+	require.ErrorContains(t, err, `debug level "LOUD"`)
+	_, err = Init(ctx, one.Apply(WithDebugFile(filepath.Join(t.TempDir(), "no", "such", "dir", "log"))))
+	require.ErrorContains(t, err, "debug_file")
+	require.ErrorContains(t, err, "no such file or directory")
+
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	file := filepath.Join(t.TempDir(), "log.%p")
+	cfg := one.Apply(WithDebug("INFO", "INIT"), WithDebugFile(file))
+	c, err := Init(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	before := fds()
+	for range 20 {
+		c, err := Init(ctx, cfg)
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+	}
+	require.Less(t, fds()-before, 5, "20 communicators logging to one file must not hold 20 descriptors")
+	data, err := os.ReadFile(strings.ReplaceAll(file, "%p", strconv.Itoa(os.Getpid())))
+	require.NoError(t, err)
+	require.Equal(t, 21, strings.Count(string(data), "goccl init done"))
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"slices"
@@ -96,6 +97,9 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("goccl: transport list %q: %w", strings.Join(cfg.Transports, ","), err)
 		}
 	}
+	if err := checkDebug(cfg.Debug, cfg.DebugSubsys); err != nil {
+		return err
+	}
 	if err := transport.CheckParams(cfg.Params); err != nil {
 		return fmt.Errorf("goccl: %w", err)
 	}
@@ -177,7 +181,15 @@ func newComm(ctx context.Context, cfg Config, base transport.Store, id string) (
 		}
 	}
 	c.initOpCtx()
-	c.log = newLogger(cfg, c.rank)
+	log, err := newLogger(cfg, c.rank)
+	if err != nil {
+		// Tell the peers, as a failed wiring does, so that they stop waiting at once.
+		c.log = slog.New(slog.DiscardHandler)
+		err = c.postAbort(ctx, err)
+		c.release()
+		return nil, err
+	}
+	c.log = log
 	c.traceLog = c.log.Enabled(context.Background(), LevelTrace)
 	if err := c.wire(ctx); err != nil {
 		c.release()

@@ -2,11 +2,16 @@ package goccl
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/goccl/goccl/transport"
 )
 
 // Version is goccl's release, printed at Init and by goccl perf.
@@ -15,34 +20,75 @@ const Version = "0.1.0"
 // Log levels beyond slog's: TRACE is below DEBUG.
 const LevelTrace = slog.Level(-8)
 
+// debugLevels are the values of Config.Debug (GOCCL_DEBUG), in any case; "" is WARN.
+var debugLevels = map[string]slog.Level{"": slog.LevelWarn, "ERROR": slog.LevelError, "WARN": slog.LevelWarn,
+	"INFO": slog.LevelInfo, "DEBUG": slog.LevelDebug, "TRACE": LevelTrace}
+
+// debugSubsystems are the names Config.DebugSubsys (GOCCL_DEBUG_SUBSYS) lists.
+var debugSubsystems = []string{"INIT", "COLL", "TRANSPORT", "ALL"}
+
+// checkDebug refuses a log level or a subsystem goccl does not have: either would
+// otherwise log at WARN, or filter out every line, without a word.
+func checkDebug(level, subsys string) error {
+	if _, ok := debugLevels[strings.ToUpper(strings.TrimSpace(level))]; !ok {
+		return fmt.Errorf("goccl: %w: debug level %q (valid: ERROR, WARN, INFO, DEBUG, TRACE)", transport.ErrInvalid, level)
+	}
+	for _, s := range strings.Split(strings.TrimPrefix(strings.TrimSpace(subsys), "^"), ",") {
+		if s = strings.ToUpper(strings.TrimSpace(s)); s != "" && !slices.Contains(debugSubsystems, s) {
+			return fmt.Errorf("goccl: %w: debug subsystem %q in %q (valid: %s, each list optionally after ^ to exclude)",
+				transport.ErrInvalid, s, subsys, strings.Join(debugSubsystems, ", "))
+		}
+	}
+	return nil
+}
+
 // newLogger builds the rank's logger from GOCCL_DEBUG (WARN, INFO, TRACE), the
 // subsystem filter GOCCL_DEBUG_SUBSYS ("INIT,COLL" or "^TRANSPORT") and GOCCL_DEBUG_FILE
-// (%h = host, %p = pid). Every line carries host, pid and rank.
-func newLogger(cfg Config, rank int) *slog.Logger {
-	level := slog.LevelWarn
-	switch strings.ToUpper(cfg.Debug) {
-	case "INFO":
-		level = slog.LevelInfo
-	case "DEBUG":
-		level = slog.LevelDebug
-	case "TRACE":
-		level = LevelTrace
-	case "ERROR":
-		level = slog.LevelError
-	}
+// (%h = host, %p = pid). Every line carries host, pid and rank. A debug file that
+// cannot be opened is an error, rather than logs that go elsewhere unannounced.
+func newLogger(cfg Config, rank int) (*slog.Logger, error) {
+	level := debugLevels[strings.ToUpper(strings.TrimSpace(cfg.Debug))]
 	var w io.Writer = os.Stderr
 	if cfg.DebugFile != "" {
 		name := strings.ReplaceAll(cfg.DebugFile, "%h", cfg.Host)
 		name = strings.ReplaceAll(name, "%p", itoa(os.Getpid()))
-		if f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
-			w = f
+		f, err := debugFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("goccl: rank %d: debug_file %q: %w", rank, cfg.DebugFile, err)
 		}
+		w = f
 	}
 	h := slog.Handler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	if cfg.DebugSubsys != "" {
 		h = newSubsysFilter(h, cfg.DebugSubsys)
 	}
-	return slog.New(h).With("host", cfg.Host, "pid", os.Getpid(), "rank", rank)
+	return slog.New(h).With("host", cfg.Host, "pid", os.Getpid(), "rank", rank), nil
+}
+
+// debugFiles holds each debug file this process has opened, by name, for the life of
+// the process: communicators (goroutine ranks, repeated Inits) that name the same file
+// share one descriptor instead of leaking one per Init. Each line is one write to an
+// O_APPEND file, so lines from several communicators do not interleave.
+var debugFiles struct {
+	sync.Mutex
+	m map[string]*os.File
+}
+
+func debugFile(name string) (*os.File, error) {
+	debugFiles.Lock()
+	defer debugFiles.Unlock()
+	if f, ok := debugFiles.m[name]; ok {
+		return f, nil
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if debugFiles.m == nil {
+		debugFiles.m = map[string]*os.File{}
+	}
+	debugFiles.m[name] = f
+	return f, nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
