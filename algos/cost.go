@@ -333,7 +333,15 @@ func (m CostModel) red(n float64) float64 {
 // chunk is the pipelining unit for a piece of n bytes.
 func (m CostModel) chunk(n float64) float64 { return math.Min(n, float64(m.ChunkBytes)) }
 
-func seconds(s float64) time.Duration { return time.Duration(s * 1e9) }
+// seconds converts a predicted time, saturating at the longest Duration: terms at
+// the edge of their ranges (a tune file's bandwidth of 1e-300 bytes/s) would otherwise
+// wrap round to a negative time that auto would take for the fastest.
+func seconds(s float64) time.Duration {
+	if ns := s * 1e9; ns < math.MaxInt64 {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64 // also NaN
+}
 
 type formula func(m CostModel, kind transport.Kind, n float64, w int) float64
 

@@ -144,7 +144,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"compress stage", good, dp.Options{Stage: 1, Compress: "bf16"}, "needs stage 0 with fp32 gradients"},
 		{"compress type", good, dp.Options{Compress: "int8"}, `gradient compression "int8" (valid: bf16, fp16`},
 		{"accum", good, dp.Options{AccumSteps: -1}, "-1 accumulation steps (want >= 1)"},
-		{"lr", good, dp.Options{AdamW: &dp.AdamW{LR: -1, Eps: 1e-8}}, "learning rate -1 (want >= 0)"},
+		{"lr", good, dp.Options{AdamW: &dp.AdamW{LR: -1, Eps: 1e-8}}, "learning rate -1 (want finite and >= 0)"},
 		{"none", nil, dp.Options{}, "no parameters registered"},
 		{"dup", []dp.Spec{{Name: "a", Len: 1}, {Name: "a", Len: 2}}, dp.Options{}, `parameters 0 and 1 are both named "a"`},
 		{"init", []dp.Spec{{Name: "a", Len: 2, Init: []float32{1}}}, dp.Options{}, `"a" has Len 2 but 1 initial values`},
