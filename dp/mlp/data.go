@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -64,7 +65,12 @@ type Table struct {
 	y            []int
 }
 
+// MaxClasses bounds a CSV's labels: a label is an index into the output layer, which
+// has one unit per class.
+const MaxClasses = 1 << 24
+
 // LoadCSV reads path. A first line that does not parse as numbers is taken as a header.
+// Features must be finite float32 values, labels integers in [0, MaxClasses).
 func LoadCSV(path string) (*Table, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -97,14 +103,14 @@ func LoadCSV(path string) (*Table, error) {
 		}
 		for j, s := range rec[:t.dim] {
 			v, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
-			if err != nil {
-				return nil, fmt.Errorf("mlp: %s line %d column %d: %q is not a number", path, line, j+1, s)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("mlp: %s line %d column %d: %q is not a finite float32", path, line, j+1, s)
 			}
 			t.x = append(t.x, float32(v))
 		}
 		lab, err := strconv.Atoi(strings.TrimSpace(rec[t.dim]))
-		if err != nil || lab < 0 {
-			return nil, fmt.Errorf("mlp: %s line %d: label %q (want an integer class 0, 1, ...)", path, line, rec[t.dim])
+		if err != nil || lab < 0 || lab >= MaxClasses {
+			return nil, fmt.Errorf("mlp: %s line %d: label %q (want an integer class 0, 1, ... below %d)", path, line, rec[t.dim], MaxClasses)
 		}
 		t.y = append(t.y, lab)
 		t.classes = max(t.classes, lab+1)

@@ -181,8 +181,13 @@ func TestLoadCSV(t *testing.T) {
 	require.Equal(t, []float32{3.5, -4}, x)
 	for _, c := range []struct{ body, want string }{
 		{"1,2,0\n1,0\n", "line 2: 1 features (earlier rows have 2)"},
-		{"1,x,0\n", `line 1 column 2: "x" is not a number`},
+		{"1,x,0\n", `line 1 column 2: "x" is not a finite float32`},
+		{"1,NaN,0\n", `line 1 column 2: "NaN" is not a finite float32`},
+		{"f,g,l\n1,2,0\n-Inf,2,1\n", `line 3 column 1: "-Inf" is not a finite float32`},
+		{"1,1e39,0\n", `"1e39" is not a finite float32`},
 		{"1,2,-1\n", `label "-1" (want an integer class`},
+		{"1,2,16777216\n", `label "16777216" (want an integer class 0, 1, ... below 16777216)`},
+		{"1,2,9223372036854775807\n", `label "9223372036854775807"`},
 		{"a,b\n", "no data rows"},
 	} {
 		_, err := LoadCSV(write("bad.csv", c.body))
