@@ -19,7 +19,7 @@ const Usage = `usage: goccl train [--np N | --local N] [--zero 0|1|2|3] [--steps
 Trains an MLP classifier (Linear+ReLU layers, softmax cross-entropy, AdamW) with DDP
 (--zero 0) or ZeRO stage 1, 2 or 3, on a deterministic synthetic data set or a CSV file
 (finite numeric features, an integer label 0..2^24-1 last; a first line that is not numbers
-is a header; --dims then gives only the hidden sizes between). A model whose training
+is a header; --dims's first and last sizes then give way to the data's width and class count). A model whose training
 state cannot fit in this host's memory is refused before anything is allocated. --batch is per rank and per micro-step; the
 effective batch is ranks x batch x accum. Prints the loss, step time, communication time
 and the share of it hidden behind computation, and each rank's memory next to the seeds'
