@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -247,41 +246,19 @@ const maxTimeout = 100 * 365 * 24 * time.Hour
 
 // parseDuration accepts Go durations ("90s", "1m30s") and plain seconds ("90",
 // "2.5"), the same in the config file and the environment, and refuses anything
-// that is not a positive time of at most maxTimeout.
+// that is not a positive time of at most maxTimeout (time.ParseDuration refuses
+// exponents, NaN, Inf and values past its range, so nothing wraps round).
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	d, err := time.ParseDuration(s)
+	if err != nil && s != "" && strings.ContainsRune("0123456789.", rune(s[len(s)-1])) {
+		d, err = time.ParseDuration(s + "s")
+	}
 	if err != nil {
-		n, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || math.IsNaN(n) || math.IsInf(n, 0) || !decimalSeconds(s) {
-			return 0, fmt.Errorf("%q is not a duration (want e.g. 90s, 1m30s, 500ms, or seconds such as 90)", s)
-		}
-		if n*float64(time.Second) > float64(maxTimeout) {
-			return 0, fmt.Errorf("%q is longer than %v", s, maxTimeout)
-		}
-		d = time.Duration(n * float64(time.Second))
+		return 0, fmt.Errorf("%q is not a duration (want e.g. 90s, 1m30s, 500ms, or seconds such as 90)", s)
 	}
 	if d <= 0 || d > maxTimeout {
 		return 0, fmt.Errorf("%q: want a duration above 0 and at most %v", s, maxTimeout)
 	}
 	return d, nil
-}
-
-// decimalSeconds reports whether s is a plain decimal number of seconds: digits with
-// at most one point and an optional sign (ParseFloat also takes hex, exponents,
-// underscores, Inf and NaN, which are not how a timeout is written).
-func decimalSeconds(s string) bool {
-	s = strings.TrimPrefix(strings.TrimPrefix(s, "+"), "-")
-	digits, dots := 0, 0
-	for _, r := range s {
-		switch {
-		case r >= '0' && r <= '9':
-			digits++
-		case r == '.':
-			dots++
-		default:
-			return false
-		}
-	}
-	return digits > 0 && dots <= 1
 }
