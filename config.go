@@ -45,9 +45,10 @@ type Config struct {
 	Name string
 	// Params holds transport-specific settings: "tcp.sockets", "shm.single_copy", ...
 	Params map[string]string
-	// Debug is the log level: "", "WARN", "INFO" or "TRACE".
+	// Debug is the log level: "" (WARN), "ERROR", "WARN", "INFO", "DEBUG" or "TRACE".
 	Debug string
-	// DebugSubsys filters log lines by subsystem ("INIT,COLL" or "^TRANSPORT").
+	// DebugSubsys filters log lines by subsystem: a list of INIT, COLL, TRANSPORT, ALL,
+	// or "^" and a list to exclude ("INIT,COLL" or "^TRANSPORT").
 	DebugSubsys string
 	// DebugFile sends logs to a file; %h is replaced by the host name, %p by the pid.
 	DebugFile string

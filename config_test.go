@@ -245,3 +245,56 @@ func TestDebugSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 21, strings.Count(string(data), "goccl init done"))
 }
+
+// Every setting reads the same from a Go option, its GOCCL_* variable and its file
+// key: the three routes the README's table lists give equal Configs.
+func TestConfigRoutesAgree(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		opt       Option
+		env, file string // "KEY=value" and "key: value"
+	}{
+		{WithRank(2, 5), "GOCCL_RANK=2,GOCCL_WORLD_SIZE=5", "rank: 2\nworld_size: 5"},
+		{WithLocalRank(1, 3), "GOCCL_RANK=0,GOCCL_WORLD_SIZE=8,GOCCL_LOCAL_RANK=1,GOCCL_LOCAL_WORLD_SIZE=3", "local_rank: 1\nlocal_world_size: 3"},
+		{WithStoreAddr("10.0.0.1:29500"), "GOCCL_STORE=10.0.0.1:29500", "store: 10.0.0.1:29500"},
+		{WithTransport("shm", "tcp"), "GOCCL_TRANSPORT=shm,tcp", "transport: [shm, tcp]"},
+		{WithAlgo("allreduce:tree<64K,ring"), "GOCCL_ALGO=allreduce:tree<64K,ring", `algo: "allreduce:tree<64K,ring"`},
+		{WithChunkBytes(3 << 19), "GOCCL_CHUNK_BYTES=1.5M", "chunk_bytes: 1.5M"},
+		{WithTimeout(90 * time.Second), "GOCCL_TIMEOUT=90", "timeout: 1m30s"},
+		{WithInitTimeout(2500 * time.Millisecond), "GOCCL_INIT_TIMEOUT=2.5s", "init_timeout: 2.5"},
+		{WithAuthToken("tok"), "GOCCL_AUTH_TOKEN=tok", "auth_token: tok"},
+		{WithHost("h7"), "GOCCL_HOST_ID=h7", "host: h7"},
+		{WithName("job2"), "GOCCL_NAME=job2", "name: job2"},
+		{WithParam("tcp.sockets", "4"), "GOCCL_SOCKETS_PER_PEER=4", "sockets_per_peer: 4"},
+		{WithParam("shm.spin", "10us"), "GOCCL_PARAMS=shm.spin=10us", "params: {shm.spin: 10us}"},
+		{WithDebug("INFO", "INIT,COLL"), "GOCCL_DEBUG=INFO,GOCCL_DEBUG_SUBSYS=INIT,COLL", "debug: INFO\ndebug_subsys: INIT,COLL"},
+		{WithDebugFile("/tmp/log.%p"), "GOCCL_DEBUG_FILE=/tmp/log.%p", "debug_file: /tmp/log.%p"},
+		{WithTrace("/tmp/tr"), "GOCCL_TRACE=/tmp/tr", "trace: /tmp/tr"},
+		{WithTuneFile("/tmp/t.json"), "GOCCL_TUNE_FILE=/tmp/t.json", "tune_file: /tmp/t.json"},
+	} {
+		byOpt := DefaultConfig().Apply(tc.opt)
+		env := map[string]string{}
+		// The debug subsystems are a comma list themselves: split only on "GOCCL_".
+		for _, kv := range strings.Split(strings.ReplaceAll(tc.env, ",GOCCL_", "\x00GOCCL_"), "\x00") {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		byEnv, err := LoadConfig(envOf(env))
+		require.NoError(t, err, tc.env)
+		file := filepath.Join(dir, "c.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(tc.file+"\n"), 0o644))
+		byFile, err := LoadConfig(envOf(map[string]string{"GOCCL_CONFIG": file}))
+		require.NoError(t, err, tc.file)
+		// Rank and world from a launcher's variables carry their source; the
+		// local-rank case needs a rank and world in the environment, which the option
+		// and the file leave unset.
+		for _, c := range []*Config{&byOpt, &byEnv, &byFile} {
+			c.source = ""
+			if tc.env != "" && strings.HasPrefix(tc.env, "GOCCL_RANK=0,") {
+				c.Rank, c.WorldSize = -1, -1
+			}
+		}
+		require.Equal(t, byOpt, byEnv, "option against %s", tc.env)
+		require.Equal(t, byOpt, byFile, "option against %q", tc.file)
+	}
+}
