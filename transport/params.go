@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -78,11 +79,7 @@ func UnknownParam(p Params, prefix string, known []string) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		found := false
-		for _, kn := range known {
-			found = found || k == kn
-		}
-		if !found {
+		if !slices.Contains(known, k) {
 			return k
 		}
 	}
