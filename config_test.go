@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goccl/goccl/transport"
+	"github.com/goccl/goccl/transport/rendezvous"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -297,4 +298,35 @@ func TestConfigRoutesAgree(t *testing.T) {
 		require.Equal(t, byOpt, byEnv, "option against %s", tc.env)
 		require.Equal(t, byOpt, byFile, "option against %q", tc.file)
 	}
+}
+
+// A rank whose debug file cannot be opened fails Init, and its peer, which could open
+// its own, fails at once naming it rather than waiting for the init timeout.
+func TestDebugFileFailureReachesPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store := rendezvous.NewMemStore()
+	dir := t.TempDir()
+	files := []string{filepath.Join(dir, "ok.log"), filepath.Join(dir, "missing", "bad.log")}
+	start := time.Now()
+	errs := make([]error, 2)
+	done := make(chan int)
+	for r := range 2 {
+		go func() {
+			c, err := Init(ctx, DefaultConfig().Apply(WithRank(r, 2), WithStore(store), WithTransport("inmem"),
+				WithInitTimeout(45*time.Second), WithDebugFile(files[r])))
+			if c != nil {
+				c.Close()
+			}
+			errs[r] = err
+			done <- r
+		}()
+	}
+	<-done
+	<-done
+	require.Less(t, time.Since(start), 20*time.Second, "the peer must not wait for the 45 s init timeout")
+	require.ErrorContains(t, errs[1], "debug_file")
+	require.Error(t, errs[0])
+	require.Contains(t, errs[0].Error(), "rank 1", "rank 0's error names the failed rank: %v", errs[0])
+	require.Contains(t, errs[0].Error(), "debug_file")
 }
