@@ -65,3 +65,28 @@ func TestInitErrKeepsTheUsersMistake(t *testing.T) {
 	require.NotErrorIs(t, err, transport.ErrInvalid)
 	require.NotContains(t, err.Error(), "and on this rank")
 }
+
+// The first failure recorded blames rank 4, because rank 5 lost its link to rank 4;
+// but rank 4 is alive and failed because rank 6 died (its send to rank 5 was cut
+// half-way when its send to rank 6 failed). Rank 4's view replaces the record, and
+// ranks that read it afterwards name rank 6; rank 4 keeps its own error.
+func TestAgreeCauseFollowsTheBlamedRank(t *testing.T) {
+	store := rendezvous.NewMemStore()
+	at := func(r int) *Comm { return &Comm{rank: r, size: 8, store: store} }
+	_, _, _, ok := at(5).agreeCause(abortPeer, 4, 5)
+	require.False(t, ok, "the first view is recorded, not read")
+	_, _, _, ok = at(4).agreeCause(abortPeer, 6, 4)
+	require.False(t, ok, "the blamed rank keeps its own view")
+	code, who, origin, ok := at(0).agreeCause(abortPeer, 5, 0)
+	require.True(t, ok)
+	require.Equal(t, []any{uint64(abortPeer), 6, 4}, []any{code, who, origin})
+
+	// A rank blamed by the record whose own view blames nobody else keeps the record.
+	store = rendezvous.NewMemStore()
+	_, _, _, _ = at(5).agreeCause(abortPeer, 4, 5)
+	code, who, origin, ok = at(4).agreeCause(abortCancelled, 4, 4)
+	require.True(t, ok)
+	require.Equal(t, []any{uint64(abortPeer), 4, 5}, []any{code, who, origin})
+	_, who, _, _ = at(1).agreeCause(abortPeer, 2, 1)
+	require.Equal(t, 4, who)
+}

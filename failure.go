@@ -161,7 +161,8 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 }
 
 // agreeCause records this rank's view of the failure if it is the communicator's first,
-// or returns the first view recorded (a communicator fails only once). It is bounded to a fraction of a second: when the
+// or returns the first view recorded (a communicator fails only once), unless that view
+// blames this rank and this rank's own names another (see below). It is bounded to a fraction of a second: when the
 // store is unreachable (its host died) each rank keeps its own view.
 func (c *Comm) agreeCause(code uint64, who, origin int) (uint64, int, int, bool) {
 	if c.size == 1 {
@@ -185,6 +186,16 @@ func (c *Comm) agreeCause(code uint64, who, origin int) (uint64, int, int, bool)
 	var rc uint64
 	var rw, ro int
 	if _, err := fmt.Sscanf(string(b), "%d %d %d", &rc, &rw, &ro); err != nil || abortNames[rc] == "" {
+		return 0, 0, 0, false
+	}
+	if rw == c.rank && ro != c.rank && who >= 0 && who != c.rank {
+		// The first record blames this rank, which is alive and failed because of
+		// another: a peer lost its link to this rank when this rank's own failure tore
+		// down a send to it half-way (a tree node's send to one child, cut when the
+		// other child died), and reached the store first. This rank's view is nearer the
+		// cause; it replaces the record for the ranks that read it later, and this rank
+		// keeps its own error.
+		c.store.Set(ctx, key+"/who", []byte(fmt.Sprintf("%d %d %d", code, who, origin)))
 		return 0, 0, 0, false
 	}
 	return rc, rw, ro, true

@@ -50,18 +50,21 @@ func (c *conn) setDeadlines(write bool, t time.Time) {
 
 // finish turns a transfer's outcome into the error to return. Any failure breaks the
 // link for good (the byte stream is at an unknown position) and closes its sockets, so
-// the peer notices at once instead of blocking on a link nobody reads.
+// the peer notices instead of blocking on a link nobody reads: at once, or giveUpGrace
+// later when this side gave up.
 func (c *conn) finish(ctx context.Context, stop func() bool, fired chan struct{}, write bool, op string, err error) error {
 	cancelled := c.unwatch(stop, fired, write)
 	if err == nil {
 		return nil
 	}
 	var me *transport.MismatchError
+	gaveUp := false
 	switch {
 	case errors.As(err, &me):
 		// Returned as is, so callers can inspect both sides.
 	case cancelled || ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		err = fmt.Errorf("tcp: %s rank %d: %w", op, c.peer, ctxErr(ctx))
+		gaveUp = true
 	case c.isClosing():
 		err = fmt.Errorf("tcp: %s rank %d: link %w", op, c.peer, transport.ErrClosed)
 	case errors.Is(err, transport.ErrProtocol):
@@ -74,9 +77,23 @@ func (c *conn) finish(ctx context.Context, stop func() bool, fired chan struct{}
 		err = &transport.PeerError{Peer: c.peer, Host: c.host, Err: fmt.Errorf("tcp: %s %s: link lost: %w", op, c.socks[0].RemoteAddr(), cause)}
 	}
 	c.setErr(err)
+	if gaveUp {
+		// This side stopped half-way because its operation failed elsewhere (a tree
+		// node's send to one child, when the other child died) or its caller gave up.
+		// The peer would take the closed link for this rank's failure, and could reach
+		// the communicator's record of the cause first (goccl's agreeCause), naming
+		// this rank. A short grace lets this rank record the real cause first; the link
+		// is already broken for every later call on this side.
+		time.AfterFunc(giveUpGrace, c.shutdown)
+		return err
+	}
 	c.shutdown()
 	return err
 }
+
+// giveUpGrace is how long a link this side gave up on stays open before the peer is
+// told (finish): far longer than a store round trip, far shorter than any timeout.
+const giveUpGrace = 25 * time.Millisecond
 
 func (c *conn) setErr(err error) {
 	c.mu.Lock()
