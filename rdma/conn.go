@@ -280,20 +280,42 @@ func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) err
 		}
 		s.seq++
 	}
-	// Surface a write that already failed now rather than at the next call.
-	return s.progress(ctx, func() bool { return true })
+	return s.settle()
+}
+
+// settle ends a Send: it surfaces a write that already failed now rather than at the
+// next call. A close notice that arrived after every write of the message completed
+// does not undo it: the message is in the peer's memory and the peer was told (it took
+// it and left, as a rank that calls Abort after its last call does); the next call
+// sees the close.
+func (s *sender) settle() error {
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.poll(s.handle); err != nil {
+		s.err = err
+		return err
+	}
+	if s.closed && !s.drain && !s.idle() {
+		s.err = s.c.peerErr("link closed by peer while sending: %w", transport.ErrClosed)
+		return s.err
+	}
+	return nil
+}
+
+// idle reports whether every posted write has completed.
+func (s *sender) idle() bool {
+	for _, b := range s.busy {
+		if b {
+			return false
+		}
+	}
+	return true
 }
 
 // drain waits (bounded by ctx) until every posted write has completed.
 func (s *sender) drainWrites(ctx context.Context) error {
-	return s.progress(ctx, func() bool {
-		for _, b := range s.busy {
-			if b {
-				return false
-			}
-		}
-		return true
-	})
+	return s.progress(ctx, s.idle)
 }
 
 // --- receiving ---

@@ -93,3 +93,40 @@ func TestMismatchNamesBothSides(t *testing.T) {
 	require.Equal(t, 16, me.WantLen)
 	require.ErrorIs(t, b.Recv(ctx, hdr(6, 1), make([]byte, 1)), transport.ErrMismatch)
 }
+
+// TestCloseAfterDeliveryIsNoSendFailure: the peer takes a message and closes (as a rank
+// that calls Abort right after its last call does) while the sender has yet to look at
+// its completions. The send delivered everything, so it succeeds; the next one sees
+// the close. A close with a write still outstanding fails the send. (Found by
+// TestRandomCancel: a rank's call before the peer's Abort failed with "link closed by
+// peer while sending".)
+func TestCloseAfterDeliveryIsNoSendFailure(t *testing.T) {
+	a, b := pair(t, softParams())
+	ctx := ctxT(t, 30*time.Second)
+	msg := pattern(100, 3)
+	// What Send does up to its last step: the message goes out whole...
+	require.NoError(t, a.Send(ctx, hdr(0, 100), msg))
+	got := make([]byte, 100)
+	require.NoError(t, b.Recv(ctx, hdr(0, 100), got))
+	require.Equal(t, msg, got)
+	require.NoError(t, b.Close())
+	// ...and the close notice is in the CQ when settle first polls.
+	s := &a.(*conn).tx
+	s.mu.Lock()
+	err := s.settle()
+	s.mu.Unlock()
+	require.NoError(t, err, "every write had completed: the peer has the message")
+	err = a.Send(ctx, hdr(1, 1), []byte{1})
+	require.ErrorIs(t, err, transport.ErrClosed, "the next send sees the close")
+
+	a, b = pair(t, softParams())
+	s = &a.(*conn).tx
+	require.NoError(t, b.Close())
+	s.mu.Lock()
+	s.busy[0] = true // a write not yet completed when the close came
+	err = s.settle()
+	s.busy[0] = false
+	s.mu.Unlock()
+	require.ErrorIs(t, err, transport.ErrClosed)
+	require.Contains(t, err.Error(), "link closed by peer while sending")
+}
