@@ -163,13 +163,12 @@ func runRank(ctx context.Context, comm *goccl.Comm, o *options, out io.Writer) e
 		data = t
 		hidden := dims[min(1, len(dims)):max(1, len(dims)-1)]
 		dims = append(append([]int{t.Dim()}, hidden...), t.Classes())
-		if err := fitsHost(dims, hostMemory()); err != nil {
-			return err
-		}
-	} else {
-		if err := fitsHost(dims, hostMemory()); err != nil {
-			return err
-		}
+	}
+	// Before the synthetic data's centres or the model are allocated.
+	if err := fitsHost(dims, hostMemory()); err != nil {
+		return err
+	}
+	if data == nil {
 		s, err := mlp.NewSynthetic(dims[0], dims[len(dims)-1], o.seed)
 		if err != nil {
 			return err
