@@ -87,10 +87,16 @@ func (e *remoteAbort) Error() string {
 // opLabel names a failed operation in an error: a collective with its number, a
 // SendRecv (whose messages are numbered per peer, not with the collectives) by its kind.
 func opLabel(hdr transport.Header) string {
-	if hdr.Fp.Kind == transport.KindSendRecv {
+	if pointToPoint(hdr.Fp.Kind) {
 		return hdr.Fp.Kind.String()
 	}
 	return fmt.Sprintf("%s op #%d", hdr.Fp.Kind, hdr.Seq)
+}
+
+// pointToPoint reports whether kind's messages travel on the sequences of each pair of
+// ranks (SendRecv, BatchSendRecv, AllToAllV) rather than under a collective's number.
+func pointToPoint(kind Kind) bool {
+	return kind == transport.KindSendRecv || kind == transport.KindAllToAllV
 }
 
 func (e *remoteAbort) Unwrap() error { return abortErrs[e.code] }
@@ -151,7 +157,7 @@ func (c *Comm) failOp(ctx context.Context, hdr transport.Header, err error) erro
 			c.rank, opLabel(hdr), c.cause(rc, rwho, rorigin), err)
 		code, who, origin = rc, rwho, rorigin
 	}
-	if errors.Is(err, transport.ErrTimeout) && hdr.Fp.Kind != transport.KindSendRecv { // collectives' progress
+	if errors.Is(err, transport.ErrTimeout) && !pointToPoint(hdr.Fp.Kind) { // collectives' progress
 		if b := c.behind(hdr.Seq); len(b) > 0 {
 			err = fmt.Errorf("%w; ranks that never reached it: %s", err, strings.Join(b, "; "))
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goccl/goccl/algos"
 	"github.com/goccl/goccl/algos/algostest"
+	"github.com/goccl/goccl/internal/p2ptest"
 	"github.com/goccl/goccl/internal/seeds"
 	"github.com/goccl/goccl/transport"
 )
@@ -342,6 +343,11 @@ func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Com
 				return fmt.Errorf("calls %d-%d, on communicators split off: %w", i, i+n-1, err)
 			}
 			i += n
+		case r == 3: // an AllToAllV or a BatchSendRecv, blocking or queued
+			if err := randomP2P(ctx, rng, comms, i); err != nil {
+				return fmt.Errorf("world %d, call %d: %w", w, i, err)
+			}
+			i++
 		case r < 6: // several asynchronous calls in flight together
 			batch := make([]algostest.Case, 2+rng.IntN(4))
 			for j := range batch {
@@ -361,6 +367,102 @@ func randomCalls(ctx context.Context, t *testing.T, rng *rand.Rand, comms []*Com
 		}
 	}
 	return nil
+}
+
+// randomP2P runs one AllToAllV (uneven random counts, 0 to 1 MiB a block, in place or
+// apart) or one BatchSendRecv (random messages in a random order on each rank, P2PMessage)
+// on every rank, blocking or queued, and checks every byte received against its
+// sender's formula (p2ptest.Bytes); tag is the call's number in the sequence.
+func randomP2P(ctx context.Context, rng *rand.Rand, comms []*Comm, tag int) error {
+	w, async := len(comms), rng.IntN(2) == 0
+	wait := func(err error, work *Work) error {
+		if work != nil {
+			return work.Wait(ctx)
+		}
+		return err
+	}
+	if rng.IntN(2) == 0 {
+		dt, inPlace := pick(rng, randomDTypes...), rng.IntN(2) == 0
+		esz := dt.Size()
+		counts := make([][]int, w)
+		for src := range counts {
+			counts[src] = make([]int, w)
+			for dst := range counts[src] {
+				counts[src][dst] = pick(rng, 0, 1, 2+rng.IntN(60), rng.IntN(5000), rng.IntN((1<<20)/esz))
+			}
+		}
+		errs := runRanksInternal(comms, func(c *Comm) error {
+			me := c.Rank()
+			sc, rc := counts[me], make([]int, w)
+			var send []byte
+			recvN := 0
+			for p := range w {
+				rc[p] = counts[p][me]
+				recvN += rc[p] * esz
+				send = append(send, p2ptest.Bytes(sc[p]*esz, me, p, tag)...)
+			}
+			recv := make([]byte, recvN)
+			sb := Host(send)
+			if inPlace {
+				buf := make([]byte, max(len(send), recvN))
+				copy(buf, send)
+				sb, recv = Host(buf[:len(send)]), buf[:recvN]
+			}
+			var err error
+			var work *Work
+			if async {
+				work = c.AllToAllVAsync(ctx, sb, sc, Host(recv), rc, dt)
+			} else {
+				err = c.AllToAllV(ctx, sb, sc, Host(recv), rc, dt)
+			}
+			if err := wait(err, work); err != nil {
+				return err
+			}
+			off := 0
+			for p := range w {
+				n := rc[p] * esz
+				if err := p2ptest.Check(recv[off:off+n], p, me, tag); err != nil {
+					return fmt.Errorf("rank %d: AllToAllV %s (in place %t, async %t): %w", me, dt, inPlace, async, err)
+				}
+				off += n
+			}
+			return nil
+		})
+		return errors.Join(errs...)
+	}
+	msgs, order := p2ptest.Random(rng.Uint64(), w, 1+rng.IntN(4*w), 1+rng.IntN(1<<19))
+	errs := runRanksInternal(comms, func(c *Comm) error {
+		me := c.Rank()
+		bufs := map[int][]byte{}
+		var ops []P2POp
+		for _, o := range order[me] {
+			m, x := o/2, msgs[o/2]
+			n := x.Count * x.DType.Size()
+			if o%2 == 0 {
+				ops = append(ops, SendOp(Host(p2ptest.Bytes(n, x.Src, x.Dst, tag<<8+m)), x.Count, x.DType, x.Dst))
+			} else {
+				bufs[m] = make([]byte, n)
+				ops = append(ops, RecvOp(Host(bufs[m]), x.Count, x.DType, x.Src))
+			}
+		}
+		var err error
+		var work *Work
+		if async {
+			work = c.BatchSendRecvAsync(ctx, ops)
+		} else {
+			err = c.BatchSendRecv(ctx, ops)
+		}
+		if err := wait(err, work); err != nil {
+			return err
+		}
+		for m, b := range bufs {
+			if err := p2ptest.Check(b, msgs[m].Src, me, tag<<8+m); err != nil {
+				return fmt.Errorf("rank %d: BatchSendRecv (async %t): %w", me, async, err)
+			}
+		}
+		return nil
+	})
+	return errors.Join(errs...)
 }
 
 // randomSplit splits comms by random colors (some ranks in none) and keys, checks each

@@ -48,3 +48,9 @@ func AllToAllSlice[T Number](ctx context.Context, c *Comm, send, recv []T) error
 	}
 	return c.AllToAll(ctx, HostSlice(send), HostSlice(recv), n, DTypeOf[T]())
 }
+
+// AllToAllVSlice sends block j of send (sendCounts[j] elements, packed in rank order)
+// to rank j and packs what each rank sent this one into recv (AllToAllV).
+func AllToAllVSlice[T Number](ctx context.Context, c *Comm, send []T, sendCounts []int, recv []T, recvCounts []int) error {
+	return c.AllToAllV(ctx, HostSlice(send), sendCounts, HostSlice(recv), recvCounts, DTypeOf[T]())
+}

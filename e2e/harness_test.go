@@ -135,7 +135,7 @@ func (r record) int(k string) int {
 }
 
 var (
-	prefixRe = regexp.MustCompile(`^\[rank (\d+)\] ([A-Z][A-Z-]+)\b(.*)$`)
+	prefixRe = regexp.MustCompile(`^\[rank (\d+)\] ([A-Z][A-Z0-9-]+)\b(.*)$`)
 	kvRe     = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S*)`)
 )
 

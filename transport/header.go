@@ -22,13 +22,17 @@ const (
 	KindBarrier
 	KindSendRecv
 	KindControl // communicator-internal traffic (init, split, heartbeats)
+	// KindAllToAllV marks the messages of an all-to-all with a count per peer: they travel
+	// as point-to-point messages, so that it never matches a peer's SendRecv or AllToAll.
+	// It has no algorithm of its own, so it is not in Kinds.
+	KindAllToAllV
 	kindCount
 )
 
 var kindNames = [...]string{"none", "allreduce", "reduce", "broadcast", "allgather", "reducescatter",
-	"gather", "scatter", "alltoall", "barrier", "sendrecv", "control"}
+	"gather", "scatter", "alltoall", "barrier", "sendrecv", "control", "alltoallv"}
 
-// Kinds lists the user-visible collective kinds.
+// Kinds lists the user-visible collective kinds: those an algorithm spec can name.
 var Kinds = []Kind{KindAllReduce, KindReduce, KindBroadcast, KindAllGather, KindReduceScatter,
 	KindGather, KindScatter, KindAllToAll, KindBarrier, KindSendRecv}
 
@@ -42,13 +46,13 @@ func (k Kind) String() string {
 	return kindNames[k]
 }
 
-// ParseKind accepts the names String returns, with or without underscores
-// ("all_reduce", "allreduce").
+// ParseKind accepts the names String returns for the kinds in Kinds, with or without
+// underscores ("all_reduce", "allreduce").
 func ParseKind(s string) (Kind, error) {
 	n := normalizeName(s)
-	for i, name := range kindNames {
-		if i != int(KindNone) && n == name {
-			return Kind(i), nil
+	for _, k := range Kinds {
+		if n == kindNames[k] {
+			return k, nil
 		}
 	}
 	return 0, fmt.Errorf("%w: unknown collective %q (valid: allreduce, reduce, broadcast, allgather, "+

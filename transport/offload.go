@@ -46,11 +46,13 @@ var (
 )
 
 // RegisterStager installs the function that provides device staging (called lazily,
-// because loading a CUDA runtime is slow and may fail).
-func RegisterStager(f func() (Stager, error)) {
+// because loading a CUDA runtime is slow and may fail), and returns the one it replaces
+// (nil if none), so that a test can put it back.
+func RegisterStager(f func() (Stager, error)) (prev func() (Stager, error)) {
 	stagerMu.Lock()
-	stager = f
+	prev, stager = stager, f
 	stagerMu.Unlock()
+	return prev
 }
 
 // DeviceStager returns the registered Stager, or an error wrapping ErrNotSupported.

@@ -6,6 +6,9 @@
 //	matrix    every collective x dtype x op x count, checked against a float64 serial
 //	          reference computed here (inputs are a hash of seed, rank and index, so each
 //	          rank can compute every rank's input): "MATRIX rank=R calls=N bad=B".
+//	p2p       AllToAllV with uneven counts for every element size, apart and in place,
+//	          then random batches of BatchSendRecv, every byte checked against its
+//	          sender's formula (internal/p2ptest): "P2P rank=R calls=N bad=B".
 //	fault     a collective (-kind: allreduce, broadcast, allgather, barrier, or sendrecv
 //	          as a ring shift) in a loop until it fails (the test kills a rank); SIGTERM from
 //	          the launcher is ignored so the survivor shows how it detects the death

@@ -20,7 +20,7 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	mode := flag.String("mode", "matrix", "scenario: matrix, fault, mismatch, auth, hold")
+	mode := flag.String("mode", "matrix", "scenario: matrix, p2p, fault, mismatch, auth, hold")
 	kinds := flag.String("kinds", "allreduce,reduce,broadcast,allgather,reducescatter,gather,scatter,alltoall,barrier,sendrecv", "matrix: collectives")
 	dtypes := flag.String("dtypes", "int32,float32,bfloat16,float64", "matrix: element types")
 	ops := flag.String("ops", "sum,prod,max,min,avg", "matrix: reduction ops")
@@ -83,6 +83,8 @@ func run() int {
 			lm[k] = true
 		}
 		return runMatrix(ctx, comm, plan(ks, ds, os_, cs, lm, w), *corrupt, *shared)
+	case "p2p":
+		return runP2P(ctx, comm)
 	case "fault":
 		k, err := transport.ParseKind(*kind)
 		if err != nil {
@@ -99,7 +101,7 @@ func run() int {
 	case "hold":
 		return runHold(ctx, comm, *limit)
 	}
-	fmt.Printf("rankprog: unknown -mode %q (valid: matrix, fault, mismatch, auth, hold)\n", *mode)
+	fmt.Printf("rankprog: unknown -mode %q (valid: matrix, p2p, fault, mismatch, auth, hold)\n", *mode)
 	return 2
 }
 

@@ -1,0 +1,402 @@
+package goccl
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"github.com/goccl/goccl/algos"
+	"github.com/goccl/goccl/transport"
+)
+
+// P2POp is one send or receive of a BatchSendRecv, like torch.distributed.P2POp.
+type P2POp struct {
+	Peer  int  // the other rank (or this rank itself: see BatchSendRecv)
+	Recv  bool // receive into Buf from Peer; false: send Buf to Peer
+	Buf   Buffer
+	Count int // elements of DType
+	DType DType
+}
+
+// SendOp is the P2POp that sends count elements of buf to peer.
+func SendOp(buf Buffer, count int, dt DType, peer int) P2POp {
+	return P2POp{Peer: peer, Buf: buf, Count: count, DType: dt}
+}
+
+// RecvOp is the P2POp that receives count elements from peer into buf.
+func RecvOp(buf Buffer, count int, dt DType, peer int) P2POp {
+	return P2POp{Peer: peer, Recv: true, Buf: buf, Count: count, DType: dt}
+}
+
+func (o P2POp) String() string {
+	if o.Recv {
+		return fmt.Sprintf("recv %d %s from rank %d", o.Count, o.DType, o.Peer)
+	}
+	return fmt.Sprintf("send %d %s to rank %d", o.Count, o.DType, o.Peer)
+}
+
+// BatchSendRecv runs ops together and returns when every one has finished: the sends
+// and receives of one rank with several peers at once (a halo exchange, a pipeline
+// stage's neighbours, an exchange of uneven blocks), as torch.distributed's
+// batch_isend_irecv followed by a wait on each request, or NCCL's ncclSend and ncclRecv
+// between ncclGroupStart and ncclGroupEnd. No operation of a batch waits for another,
+// so every pattern in which each send has its matching receive completes, whatever the
+// order of ops on each rank; Send and Recv alone run one at a time, and two ranks that
+// both Send a large message first wait for each other until the timeout.
+//
+// Messages between two ranks match in order: the k-th message this rank sends to a
+// peer, counting those of Send, SendRecv and earlier batches, is the peer's k-th
+// receive from this rank, in whichever of those calls it is, and must have the same
+// count and dtype, or both ranks fail with ErrMismatch. A send to this rank itself is
+// copied into the receive from itself in the same position of the batch, which must
+// have the same count and dtype. What a send carries is its buffer as it was before the
+// call, even where a receive of the same batch overwrites that memory; two receives may
+// not share memory.
+//
+// Like every operation it runs in issue order with the communicator's others. A bad
+// op (an unknown dtype, a peer outside the communicator, a buffer too short) fails the
+// call on this rank with ErrInvalid before anything is sent, and the peers' calls with
+// an error that names this rank.
+func (c *Comm) BatchSendRecv(ctx context.Context, ops []P2POp) error {
+	op := c.batchSpec(ops)
+	return c.runSync(ctx, &op)
+}
+
+// BatchSendRecvAsync queues a BatchSendRecv. ops may be reused at once; their buffers
+// only once the Work is done.
+func (c *Comm) BatchSendRecvAsync(ctx context.Context, ops []P2POp) *Work {
+	return c.submit(&Work{ctx: ctx, opSpec: c.batchSpec(ops)})
+}
+
+// batchSpec is the operation that runs ops (copied: an asynchronous call's caller may
+// reuse its slice).
+func (c *Comm) batchSpec(ops []P2POp) opSpec {
+	ops = slices.Clone(ops)
+	bytes := 0
+	for _, o := range ops {
+		if o.DType.Valid() && o.Count > 0 {
+			bytes += o.Count * o.DType.Size()
+		}
+	}
+	return opSpec{desc: batchDesc(ops), bytes: bytes, run: func(ctx context.Context, w *Work) error {
+		w.algo = "p2p"
+		if err := c.runBatch(ctx, ops); err != nil {
+			return c.failOp(ctx, transport.Header{Seq: c.seq, Fp: transport.Fingerprint{Kind: KindSendRecv, Root: -1}}, err)
+		}
+		return nil
+	}}
+}
+
+// batchDesc names a batch in the flight recorder: formatted only when read.
+type batchDesc []P2POp
+
+func (d batchDesc) String() string {
+	const shown = 4
+	s := fmt.Sprintf("batch of %d:", len(d))
+	for i, o := range d {
+		if i == shown {
+			return s + fmt.Sprintf(" ... (%d more)", len(d)-shown)
+		}
+		s += " " + o.String() + ";"
+	}
+	return s
+}
+
+// xfer is one message of a batch or an AllToAllV, on host memory, with its header.
+type xfer struct {
+	peer int
+	recv bool
+	h    transport.Header
+	buf  []byte
+}
+
+// batchScratch is what BatchSendRecv and AllToAllV need besides their arguments, kept
+// by the communicator (operations run one at a time, under execMu) so that a call
+// allocates little.
+type batchScratch struct {
+	bufs  [][]byte
+	xs    []xfer
+	spans []span
+	offs  []int
+}
+
+// release drops the references to the caller's memory.
+func (b *batchScratch) release() {
+	clear(b.bufs)
+	clear(b.xs)
+	b.bufs, b.xs, b.spans, b.offs = b.bufs[:0], b.xs[:0], b.spans[:0], b.offs[:0]
+}
+
+// runBatch checks, stages and runs ops.
+func (c *Comm) runBatch(ctx context.Context, ops []P2POp) (err error) {
+	if err := c.checkBatch(ops); err != nil {
+		return err
+	}
+	sc := &c.batch
+	defer sc.release()
+	bufs := slices.Grow(sc.bufs, len(ops))[:len(ops)]
+	sc.bufs = bufs
+	var finishes []func(ok bool) error
+	defer func() {
+		for _, f := range finishes {
+			err = cmp.Or(err, f(err == nil))
+		}
+	}()
+	for i, o := range ops {
+		n := o.Count * o.DType.Size()
+		if o.Buf.Kind() == transport.Host {
+			bufs[i] = o.Buf.Bytes()[:n]
+			continue
+		}
+		// Device memory: each buffer is staged on its own, the sends before anything is
+		// received, so a send carries its data from before the call.
+		send, recv := o.Buf, Host(nil)
+		if o.Recv {
+			send, recv = recv, send
+		}
+		s, r, finish, err := c.hostBuffers(ctx, send, recv)
+		if err != nil {
+			return fmt.Errorf("goccl: rank %d: batch op %d (%s): %w", c.rank, i, o, err)
+		}
+		finishes = append(finishes, finish)
+		if bufs[i] = s; o.Recv {
+			bufs[i] = r
+		}
+		bufs[i] = bufs[i][:n]
+	}
+	// A send that shares memory with a receive goes out from a copy taken now.
+	for i, o := range ops {
+		if !o.Recv && len(bufs[i]) > 0 && ops[i].Buf.Kind() == transport.Host && c.receivesInto(ops, bufs, bufs[i]) {
+			tmp := algos.GetScratch(len(bufs[i]))
+			defer algos.PutScratch(tmp)
+			copy(tmp, bufs[i])
+			bufs[i] = tmp
+		}
+	}
+	xs := sc.xs
+	selfRecv := 0 // the next receive from this rank itself
+	for i, o := range ops {
+		if o.Peer != c.rank {
+			fp := (&call{kind: KindSendRecv, count: o.Count, dt: o.DType, root: -1}).fingerprint()
+			xs = append(xs, c.p2pXfer(o.Peer, o.Recv, fp, bufs[i]))
+			continue
+		}
+		if !o.Recv { // checkBatch paired it with a receive of the same size
+			for !ops[selfRecv].Recv || ops[selfRecv].Peer != c.rank {
+				selfRecv++
+			}
+			copy(bufs[selfRecv], bufs[i])
+			selfRecv++
+		}
+	}
+	sc.xs = xs
+	return c.runXfers(ctx, xs, true)
+}
+
+// checkBatch says what is wrong with ops, if anything, before anything is staged or
+// sent.
+func (c *Comm) checkBatch(ops []P2POp) error {
+	var selfSends, selfRecvs []int
+	for i, o := range ops {
+		bad := func(format string, a ...any) error {
+			return fmt.Errorf("goccl: rank %d: batch op %d (%s): %w: %s", c.rank, i, o, transport.ErrInvalid, fmt.Sprintf(format, a...))
+		}
+		switch {
+		case !o.DType.Valid():
+			return bad("unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16)", o.DType)
+		case o.Count < 0:
+			return bad("negative count")
+		case o.Peer < 0 || o.Peer >= c.size:
+			return bad("peer %d outside the communicator (valid: 0..%d)", o.Peer, c.size-1)
+		case o.Count > o.Buf.Len()/o.DType.Size():
+			return bad("the buffer is %d bytes, need %d x %d-byte %s", o.Buf.Len(), o.Count, o.DType.Size(), o.DType)
+		}
+		if o.Peer == c.rank {
+			if o.Recv {
+				selfRecvs = append(selfRecvs, i)
+			} else {
+				selfSends = append(selfSends, i)
+			}
+		}
+	}
+	for k := range max(len(selfSends), len(selfRecvs)) {
+		if k >= len(selfSends) || k >= len(selfRecvs) {
+			return fmt.Errorf("goccl: rank %d: batch: %w: %d sends to this rank itself but %d receives from it (each pairs with the one in the same position)",
+				c.rank, transport.ErrInvalid, len(selfSends), len(selfRecvs))
+		}
+		s, r := ops[selfSends[k]], ops[selfRecvs[k]]
+		if s.Count != r.Count || s.DType != r.DType {
+			return fmt.Errorf("goccl: rank %d: batch: %w: op %d (%s) pairs with op %d (%s): they must have the same count and dtype",
+				c.rank, transport.ErrMismatch, selfSends[k], s, selfRecvs[k], r)
+		}
+	}
+	return c.checkRecvsApart(ops)
+}
+
+// span is the memory of one receive: [lo, hi) in one address space (-1: the host's, else
+// a CUDA device's).
+type span struct {
+	space  int
+	lo, hi uintptr
+	op     int
+}
+
+// recvSpans appends to sp the memory the receives of ops write, sorted.
+func recvSpans(sp []span, ops []P2POp) []span {
+	for i, o := range ops {
+		n := uintptr(o.Count * o.DType.Size())
+		if !o.Recv || n == 0 {
+			continue
+		}
+		s := span{space: -1, lo: o.Buf.Ptr(), op: i}
+		if o.Buf.Kind() == transport.Host {
+			s.lo = uintptr(unsafe.Pointer(unsafe.SliceData(o.Buf.Bytes())))
+		} else {
+			s.space = o.Buf.DeviceOrdinal()
+		}
+		s.hi = s.lo + n
+		sp = append(sp, s)
+	}
+	slices.SortFunc(sp, func(a, b span) int { return cmp.Or(cmp.Compare(a.space, b.space), cmp.Compare(a.lo, b.lo)) })
+	return sp
+}
+
+// checkRecvsApart refuses two receives that would write the same memory.
+func (c *Comm) checkRecvsApart(ops []P2POp) error {
+	sp := recvSpans(c.batch.spans[:0], ops)
+	c.batch.spans = sp
+	rank := c.rank
+	for i := 1; i < len(sp); i++ {
+		if a, b := sp[i-1], sp[i]; a.space == b.space && b.lo < a.hi {
+			return fmt.Errorf("goccl: rank %d: batch: %w: op %d (%s) and op %d (%s) receive into the same memory",
+				rank, transport.ErrInvalid, min(a.op, b.op), ops[min(a.op, b.op)], max(a.op, b.op), ops[max(a.op, b.op)])
+		}
+	}
+	return nil
+}
+
+// receivesInto reports whether a receive of ops writes any byte of p (host memory).
+func (c *Comm) receivesInto(ops []P2POp, bufs [][]byte, p []byte) bool {
+	for i, o := range ops {
+		if o.Recv && o.Buf.Kind() == transport.Host && len(bufs[i]) > 0 && !algos.Apart(p, bufs[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// p2pXfer is the next message to or from peer on the point-to-point sequence the two
+// ranks share (that of Send, Recv and SendRecv).
+func (c *Comm) p2pXfer(peer int, recv bool, fp transport.Fingerprint, buf []byte) xfer {
+	seq := &c.sendSeq[peer]
+	if recv {
+		seq = &c.recvSeq[peer]
+	}
+	*seq++
+	return xfer{peer: peer, recv: recv, h: transport.Header{Seq: *seq, Fp: fp}, buf: buf}
+}
+
+// runXfers sends and receives xs at once and returns the first error. byPeer runs the
+// messages of each peer and direction in order, as a lane of their own: one goroutine
+// for each lane but one, which runs on the caller, so that no message waits for
+// another's peer (a batch's ops may be in any order on each rank). Otherwise the sends
+// are one lane and the receives another, each in the order of xs: AllToAllV's pairwise
+// schedule, in which rank r's k-th send is its peer's k-th receive, so that neither lane
+// can wait for a message the other has not reached; when every send fits the links'
+// eager size both run on the caller, the sends first. Either way a message the link
+// takes at once (transport.TrySender) leaves first, from the caller. The first error
+// ends the other lanes.
+func (c *Comm) runXfers(ctx context.Context, xs []xfer, byPeer bool) error {
+	key := func(x *xfer) int {
+		k := 0
+		if byPeer {
+			k = 2 * x.peer
+		}
+		if x.recv {
+			k++
+		}
+		return k
+	}
+	slices.SortStableFunc(xs, func(a, b xfer) int { return cmp.Compare(key(&a), key(&b)) })
+	// lane returns the lane that starts at xs[i]: up to the next key.
+	lane := func(i int) []xfer {
+		j := i + 1
+		for j < len(xs) && key(&xs[j]) == key(&xs[i]) {
+			j++
+		}
+		return xs[i:j]
+	}
+	lanes := make([][]xfer, 0, 8)
+	eager := true
+	for i := 0; i < len(xs); {
+		l := lane(i)
+		i += len(l)
+		if !l[0].recv {
+			for len(l) > 0 && c.trySend(l[0].peer, l[0].h, l[0].buf) {
+				l = l[1:]
+			}
+			for _, x := range l {
+				eager = eager && len(x.buf) <= c.eager
+			}
+		}
+		if len(l) > 0 {
+			lanes = append(lanes, l)
+		}
+	}
+	// The caller takes the first lane: a sending one where there is one, as a receive
+	// it spun in first might hold the only core its own sends need.
+	if i := slices.IndexFunc(lanes, func(l []xfer) bool { return !l[0].recv }); i > 0 {
+		lanes[0], lanes[i] = lanes[i], lanes[0]
+	}
+	switch {
+	case len(lanes) == 0:
+		return nil
+	case len(lanes) == 1 || !byPeer && eager:
+		for _, l := range lanes {
+			if err := c.runLane(ctx, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	run := func(l []xfer) {
+		if err := c.runLane(ctx, l); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+				cancel()
+			}
+			mu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, l := range lanes[1:] {
+		wg.Go(func() { run(l) })
+	}
+	run(lanes[0])
+	wg.Wait()
+	return first
+}
+
+// runLane sends or receives l's messages in order.
+func (c *Comm) runLane(ctx context.Context, l []xfer) error {
+	for _, x := range l {
+		if x.recv {
+			if err := c.links[x.peer].Recv(ctx, x.h, x.buf); err != nil {
+				return fmt.Errorf("goccl: rank %d: recv from rank %d: %w", c.rank, x.peer, err)
+			}
+		} else if err := c.links[x.peer].Send(ctx, x.h, x.buf); err != nil {
+			return fmt.Errorf("goccl: rank %d: send to rank %d: %w", c.rank, x.peer, err)
+		}
+	}
+	return nil
+}
