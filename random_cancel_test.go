@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goccl/goccl/internal/p2ptest"
 	"github.com/goccl/goccl/internal/seeds"
 	"github.com/goccl/goccl/transport"
 )
@@ -52,15 +54,16 @@ func randomCancel(t *testing.T, seed uint64) {
 	victim, at := rng.IntN(s.world), rng.IntN(calls)
 	delay := pick(rng, -1, 0, 50, 200, 1000, 5000) // us after the call starts; -1: before
 	abort := rng.IntN(3) == 0                      // the victim calls Abort instead
-	counts := make([]int, calls)
+	counts, kinds := make([]int, calls), make([]string, calls)
 	for i := range counts {
 		counts[i] = pick(rng, 1, 2, 255, 4096, 65537, 1<<20)
+		kinds[i] = pick(rng, "allreduce", "allreduce", "alltoallv", "batch")
 	}
 	how := "cancelled"
 	if abort {
 		how = "aborted"
 	}
-	t.Logf("seed %d: %v; rank %d's call %d of %d %s at %d us", seed, s, victim, at, calls, how, delay)
+	t.Logf("seed %d: %v; calls %v; rank %d's call %d of %d %s at %d us", seed, s, kinds, victim, at, calls, how, delay)
 
 	// outcome is one rank's result of one call.
 	type outcome struct {
@@ -72,10 +75,6 @@ func randomCancel(t *testing.T, seed uint64) {
 		r := c.Rank()
 		results[r] = make([]outcome, calls)
 		for i, n := range counts {
-			xs := make([]float32, n)
-			for j := range xs {
-				xs[j] = float32(r + 1 + j%7)
-			}
 			cctx, cancel := context.WithCancel(ctx)
 			if r == victim && i == at {
 				stop := cancel
@@ -89,16 +88,12 @@ func randomCancel(t *testing.T, seed uint64) {
 				}
 			}
 			start := time.Now()
-			err := c.AllReduce(cctx, HostSlice(xs), HostSlice(xs), n, Float32, Sum)
+			check, err := cancelCall(cctx, c, kinds[i], n, i)
 			results[r][i] = outcome{err, time.Since(start)}
 			cancel()
 			if err == nil {
-				w := s.world
-				for j, x := range xs {
-					if want := float32(w*(w+1)/2 + w*(j%7)); x != want {
-						return fmt.Errorf("rank %d call %d (%d elements) returned no error, and element %d is %v, want %v",
-							r, i, n, j, x, want)
-					}
+				if err := check(); err != nil {
+					return fmt.Errorf("rank %d call %d (%s, %d elements) returned no error, and %w", r, i, kinds[i], n, err)
 				}
 			}
 		}
@@ -129,6 +124,64 @@ func randomCancel(t *testing.T, seed uint64) {
 	if abort && delay < 0 { // aborted before the call: it cannot start
 		require.ErrorIs(t, results[victim][at].err, transport.ErrClosed, "seed %d: a call after Abort", seed)
 	}
+}
+
+// cancelCall runs call number i of randomCancel on c: an AllReduce of n float32, an
+// AllToAllV of blocks of n/1, n/2 or n/3 elements, or a batch in which each rank sends
+// n elements to each neighbour in the ring and receives theirs (ops in a different
+// order on each rank). check verifies its result, when it returned no error.
+func cancelCall(ctx context.Context, c *Comm, kind string, n, i int) (check func() error, err error) {
+	r, w := c.Rank(), c.Size()
+	switch kind {
+	case "alltoallv":
+		count := func(src, dst int) int { return n / (1 + (src+dst)%3) }
+		sc, rc := make([]int, w), make([]int, w)
+		var send []byte
+		recvN := 0
+		for p := range w {
+			sc[p], rc[p] = count(r, p), count(p, r)
+			send = append(send, p2ptest.Bytes(4*sc[p], r, p, i)...)
+			recvN += 4 * rc[p]
+		}
+		recv := make([]byte, recvN)
+		return func() error {
+			off := 0
+			for p := range w {
+				if err := p2ptest.Check(recv[off:off+4*rc[p]], p, r, i); err != nil {
+					return err
+				}
+				off += 4 * rc[p]
+			}
+			return nil
+		}, c.AllToAllV(ctx, Host(send), sc, Host(recv), rc, Float32)
+	case "batch":
+		next, prev := (r+1)%w, (r+w-1)%w
+		fromNext, fromPrev := make([]byte, 4*n), make([]byte, 4*n)
+		ops := []P2POp{
+			SendOp(Host(p2ptest.Bytes(4*n, r, next, i)), n, Float32, next),
+			RecvOp(Host(fromPrev), n, Float32, prev),
+			SendOp(Host(p2ptest.Bytes(4*n, r, prev, i)), n, Float32, prev),
+			RecvOp(Host(fromNext), n, Float32, next),
+		}
+		if r%2 == 1 {
+			slices.Reverse(ops)
+		}
+		return func() error {
+			return errors.Join(p2ptest.Check(fromPrev, prev, r, i), p2ptest.Check(fromNext, next, r, i))
+		}, c.BatchSendRecv(ctx, ops)
+	}
+	xs := make([]float32, n)
+	for j := range xs {
+		xs[j] = float32(r + 1 + j%7)
+	}
+	return func() error {
+		for j, x := range xs {
+			if want := float32(w*(w+1)/2 + w*(j%7)); x != want {
+				return fmt.Errorf("element %d is %v, want %v", j, x, want)
+			}
+		}
+		return nil
+	}, c.AllReduce(ctx, HostSlice(xs), HostSlice(xs), n, Float32, Sum)
 }
 
 // TestBlockedSenderLearnsOfPeerFailure: a rank that only sends to a peer that failed

@@ -12,7 +12,10 @@
 # NP="2 3 4" picks the world sizes, OPS="allreduce sendrecv barrier pingpong" the
 # operations (also broadcast from rank 0, in place; reduce, gather and scatter to or
 # from rank 0, and allgather, reducescatter and alltoall: blocks of two float32 per
-# rank, out of place), TRANSPORTS="shm tcp" the transports. Writes OUTDIR/lat.tsv (tool, transport, ranks, op, round, us per call) and
+# rank, out of place; alltoallv, the AllToAll through AllToAllV and MPI_Alltoallv with
+# equal counts; neighbors, a BatchSendRecv to and from both ring neighbours against
+# MPI_Isend/MPI_Irecv/MPI_Waitall), TRANSPORTS="shm tcp" the transports, COUNT the
+# float32 elements per message or block (2), ITERS="N WARM" the calls per launch. Writes OUTDIR/lat.tsv (tool, transport, ranks, op, round, us per call) and
 # prints OUTDIR/lat.md. Run nothing else meanwhile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +38,7 @@ echo -e "tool\ttransport\tranks\top\tround\ttime_us" > "$TSV"
 # warm-up is long for every tool (headline.sh says why); at 3 and 4 ranks on 2 cores and
 # over tcp a call is 10-100 us.
 iters() { # transport ranks
+  if [[ -n ${ITERS:-} ]]; then echo "$ITERS"; return; fi
   if [[ $1 == shm && $2 == 2 ]]; then echo "100000 20000"; elif [[ $1 == shm ]]; then echo "20000 2000"; else echo "5000 500"; fi
 }
 fail=0
@@ -47,10 +51,10 @@ for round in $(seq "$REPS"); do
       [[ $tr == tcp ]] && btl=(--mca btl self,tcp --mca btl_tcp_if_include lo)
       for op in ${OPS:-allreduce sendrecv barrier pingpong}; do
         [[ $op == pingpong && $np != 2 ]] && continue
-        if ! g=$(GOCCL_TRANSPORT=$tr timeout 600 bench/bin/goccl run -n $np -- bench/bin/lat -op $op -n $n -warm $warm 2>&1); then
+        if ! g=$(GOCCL_TRANSPORT=$tr timeout 600 bench/bin/goccl run -n $np -- bench/bin/lat -op $op -count ${COUNT:-2} -n $n -warm $warm 2>&1); then
           echo "goccl $tr $np $op: $g" >&2; fail=1
         fi
-        if ! m=$("${MPIRUN[@]}" -np $np "${btl[@]}" bench/bin/mpi_lat $op 2 $n $warm 2>&1); then
+        if ! m=$("${MPIRUN[@]}" -np $np "${btl[@]}" bench/bin/mpi_lat $op ${COUNT:-2} $n $warm 2>&1); then
           echo "Open MPI $tr $np $op: $m" >&2; fail=1
         fi
         peer=vader
@@ -73,7 +77,7 @@ print(f"Medians over {rounds} interleaved rounds, us per call (a ping-pong's cal
 print("| op | ranks | shm: goccl | vader | ratio | tcp: goccl | Open MPI tcp | ratio |")
 print("|---|---:|---|---|---|---|---|---|")
 ops = ["allreduce", "sendrecv", "barrier", "pingpong", "broadcast", "reduce", "gather", "scatter", "allgather",
-       "reducescatter", "alltoall"]
+       "reducescatter", "alltoall", "alltoallv", "neighbors"]
 for op in ops:
     for np in sorted({k[2] for k in pts}):
         cells = []

@@ -12,7 +12,9 @@
 // and -op broadcast a Broadcast from rank 0 (these three -mode sync only); -op reduce
 // (sum to rank 0), gather and scatter (root 0), allgather, reducescatter (sum) and
 // alltoall time those collectives with -count elements per rank's block, out of place
-// whatever -oop says (-mode sync only); -prof PREFIX
+// whatever -oop says, -op alltoallv the same AllToAll as AllToAllV with equal counts,
+// and -op neighbors a BatchSendRecv that sends -count elements to the next and the
+// previous rank and receives theirs (-mode sync only); -prof PREFIX
 // writes a CPU profile per rank (PREFIX.RANK) of the timed loop. -warm calls come
 // first, untimed. After the timed calls one more call runs on inputs whose result is
 // known, and lat fails if any rank got another. The transport and every other setting
@@ -37,7 +39,7 @@ func main() {
 	prof := flag.String("prof", "", "CPU profile prefix (one file per rank)")
 	bw := flag.Int("bw", 20, "calls per burst (-mode burst)")
 	count := flag.Int("count", 2, "float32 elements per call")
-	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier, broadcast, reduce, gather, scatter (root 0), allgather, reducescatter or alltoall")
+	op := flag.String("op", "allreduce", "allreduce, sendrecv, pingpong, barrier, broadcast, reduce, gather, scatter (root 0), allgather, reducescatter, alltoall, alltoallv or neighbors")
 	oop := flag.Bool("oop", false, "out of place (another output buffer)")
 	warm := flag.Int("warm", 1000, "untimed calls first")
 	flag.Parse()
@@ -52,9 +54,9 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 		return fmt.Errorf("-mode %q: want sync, async or burst", mode)
 	}
 	syncOnly := map[string]bool{"pingpong": true, "barrier": true, "broadcast": true, "reduce": true, "gather": true, "scatter": true,
-		"allgather": true, "reducescatter": true, "alltoall": true}
+		"allgather": true, "reducescatter": true, "alltoall": true, "alltoallv": true, "neighbors": true}
 	if op != "allreduce" && op != "sendrecv" && !syncOnly[op] || syncOnly[op] && mode != "sync" {
-		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier, broadcast, reduce, gather, scatter, allgather, reducescatter or alltoall with -mode sync", op, mode)
+		return fmt.Errorf("-op %q -mode %q: want -op allreduce or sendrecv, or pingpong, barrier, broadcast, reduce, gather, scatter, allgather, reducescatter, alltoall, alltoallv or neighbors with -mode sync", op, mode)
 	}
 	if n < 1 || warm < 0 || bw < 1 || count < 0 || (mode == "burst" && n%bw != 0) {
 		return fmt.Errorf("-n %d, -warm %d, -bw %d, -count %d: want n >= 1, warm >= 0, bw >= 1, count >= 0, and n a multiple of bw for -mode burst", n, warm, bw, count)
@@ -82,11 +84,26 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 		xs, ys = make([]float32, c.Size()*count), make([]float32, count)
 	case "reducescatter":
 		xs, ys = make([]float32, c.Size()*count), make([]float32, count)
-	case "alltoall":
+	case "alltoall", "alltoallv":
 		xs, ys = make([]float32, c.Size()*count), make([]float32, c.Size()*count)
+	case "neighbors":
+		ys = make([]float32, 2*count)
 	}
 	buf, out := goccl.HostSlice(xs), goccl.HostSlice(ys)
 	next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+	counts := make([]int, c.Size())
+	for i := range counts {
+		counts[i] = count
+	}
+	var ops []goccl.P2POp
+	if op == "neighbors" {
+		ops = []goccl.P2POp{
+			goccl.RecvOp(goccl.HostSlice(ys[:count]), count, goccl.Float32, prev),
+			goccl.RecvOp(goccl.HostSlice(ys[count:]), count, goccl.Float32, next),
+			goccl.SendOp(buf, count, goccl.Float32, next),
+			goccl.SendOp(buf, count, goccl.Float32, prev),
+		}
+	}
 	call := func() error {
 		switch {
 		case op == "pingpong" && c.Rank() == 0:
@@ -119,6 +136,10 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 			return c.ReduceScatter(ctx, buf, out, count, goccl.Float32, goccl.Sum)
 		case op == "alltoall":
 			return c.AllToAll(ctx, buf, out, count, goccl.Float32)
+		case op == "alltoallv":
+			return c.AllToAllV(ctx, buf, counts, out, counts, goccl.Float32)
+		case op == "neighbors":
+			return c.BatchSendRecv(ctx, ops)
 		}
 		return c.AllReduce(ctx, buf, out, count, goccl.Float32, goccl.Sum)
 	}
@@ -199,6 +220,9 @@ func run(n, warm int, mode, prof, op string, oop bool, bw, count int) error {
 func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error {
 	r, w := c.Rank(), c.Size()
 	count := len(out) / w // a block, for the block collectives
+	if op == "neighbors" {
+		count = len(xs)
+	}
 	in := func(rank, i int) float32 { return float32(rank*1000 + i) }
 	for i := range xs {
 		xs[i] = in(r, i)
@@ -238,8 +262,14 @@ func check(c *goccl.Comm, op string, xs, out []float32, call func() error) error
 			want = in(i/count, i%count)
 		case "reducescatter":
 			want = float32(1000*w*(w-1)/2 + w*(r*len(out)+i))
-		case "alltoall":
+		case "alltoall", "alltoallv":
 			want = in(i/count, r*count+i%count)
+		case "neighbors": // from the previous rank, then from the next
+			from := (r + w - 1) % w
+			if i >= count {
+				from = (r + 1) % w
+			}
+			want = in(from, i%count)
 		default:
 			return nil
 		}
