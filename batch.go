@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"unsafe"
@@ -299,92 +300,128 @@ func (c *Comm) p2pXfer(peer int, recv bool, fp transport.Fingerprint, buf []byte
 	return xfer{peer: peer, recv: recv, h: transport.Header{Seq: *seq, Fp: fp}, buf: buf}
 }
 
-// runXfers sends and receives xs at once and returns the first error. byPeer runs the
-// messages of each peer and direction in order, as a lane of their own: one goroutine
-// for each lane but one, which runs on the caller, so that no message waits for
-// another's peer (a batch's ops may be in any order on each rank). Otherwise the sends
-// are one lane and the receives another, each in the order of xs: AllToAllV's pairwise
-// schedule, in which rank r's k-th send is its peer's k-th receive, so that neither lane
-// can wait for a message the other has not reached; when every send fits the links'
-// eager size both run on the caller, the sends first. Either way a message the link
-// takes at once (transport.TrySender) leaves first, from the caller. The first error
-// ends the other lanes.
+// runXfers sends and receives xs and returns the first error.
+//
+// The receives run on the caller, one after another in the order of xs: a receive
+// waits only for a peer's send, and no rank's sends wait for its own receives, so no
+// order of them deadlocks, and one receive spins at a time. A send leaves first, from
+// the caller, where the link takes it at once (transport.TrySender); the others go to
+// goroutines that run beside the receives (laneWorkers). With byPeer there is one for
+// each peer, its sends in order: a batch's ops may be in any order on each rank, and a
+// send must not wait for another send's peer. Otherwise one goroutine takes them all
+// in order: AllToAllV's pairwise schedule, in which rank r's k-th send is its peer's
+// k-th receive, so that the peer reaches each one in turn; and when every one of those
+// fits the links' eager size they go from the caller before its receives, as naive's
+// AllToAll sends its small blocks. The first error ends the other lanes.
 func (c *Comm) runXfers(ctx context.Context, xs []xfer, byPeer bool) error {
 	key := func(x *xfer) int {
-		k := 0
-		if byPeer {
-			k = 2 * x.peer
+		switch {
+		case x.recv:
+			return c.size // one lane, last
+		case byPeer:
+			return x.peer
 		}
-		if x.recv {
-			k++
-		}
-		return k
+		return 0
 	}
 	slices.SortStableFunc(xs, func(a, b xfer) int { return cmp.Compare(key(&a), key(&b)) })
-	// lane returns the lane that starts at xs[i]: up to the next key.
-	lane := func(i int) []xfer {
+	sends := make([][]xfer, 0, 8)
+	var recvs []xfer
+	eager := true
+	for i := 0; i < len(xs); {
 		j := i + 1
 		for j < len(xs) && key(&xs[j]) == key(&xs[i]) {
 			j++
 		}
-		return xs[i:j]
-	}
-	lanes := make([][]xfer, 0, 8)
-	eager := true
-	for i := 0; i < len(xs); {
-		l := lane(i)
-		i += len(l)
-		if !l[0].recv {
-			for len(l) > 0 && c.trySend(l[0].peer, l[0].h, l[0].buf) {
-				l = l[1:]
-			}
-			for _, x := range l {
-				eager = eager && len(x.buf) <= c.eager
-			}
+		l := xs[i:j]
+		i = j
+		if l[0].recv {
+			recvs = l
+			continue
+		}
+		for len(l) > 0 && c.trySend(l[0].peer, l[0].h, l[0].buf) {
+			l = l[1:]
+		}
+		for _, x := range l {
+			eager = eager && len(x.buf) <= c.eager
 		}
 		if len(l) > 0 {
-			lanes = append(lanes, l)
+			sends = append(sends, l)
 		}
 	}
-	// The caller takes the first lane: a sending one where there is one, as a receive
-	// it spun in first might hold the only core its own sends need.
-	if i := slices.IndexFunc(lanes, func(l []xfer) bool { return !l[0].recv }); i > 0 {
-		lanes[0], lanes[i] = lanes[i], lanes[0]
-	}
-	switch {
-	case len(lanes) == 0:
-		return nil
-	case len(lanes) == 1 || !byPeer && eager:
-		for _, l := range lanes {
+	if len(sends) == 0 || !byPeer && eager {
+		for _, l := range sends {
 			if err := c.runLane(ctx, l); err != nil {
 				return err
 			}
 		}
-		return nil
+		return c.runLane(ctx, recvs)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		mu    sync.Mutex
-		first error
-	)
-	run := func(l []xfer) {
-		if err := c.runLane(ctx, l); err != nil {
-			mu.Lock()
-			if first == nil {
-				first = err
-				cancel()
-			}
-			mu.Unlock()
+	done := c.lanes.start(c, ctx, sends)
+	// Let the senders start on this thread: it is their only one under GOMAXPROCS=1
+	// (goccl run gives ranks that share cores one each), and a receive would spin
+	// first.
+	runtime.Gosched()
+	err := c.runLane(ctx, recvs)
+	if err != nil {
+		cancel()
+	}
+	for range sends {
+		if lerr := <-done; lerr != nil && err == nil {
+			err = lerr
+			cancel()
 		}
 	}
-	var wg sync.WaitGroup
-	for _, l := range lanes[1:] {
-		wg.Go(func() { run(l) })
+	return err
+}
+
+// laneWorkers are goroutines that run the sends of BatchSendRecv and AllToAllV beside
+// the caller's receives, started when first needed and kept from call to call, as p2pHelper is
+// for SendRecv: a goroutine per lane and call grew a fresh stack each time (a batch to
+// and from both neighbours over tcp took 86 us at 3 ranks, Open MPI 19). Used under
+// execMu.
+type laneWorkers struct {
+	jobs    chan laneJob
+	done    chan error
+	n       int
+	stopped sync.WaitGroup
+}
+
+type laneJob struct {
+	ctx  context.Context
+	lane []xfer
+}
+
+// start hands lanes to the workers (starting more if fewer are idle) and returns the
+// channel each lane's error (or nil) arrives on.
+func (w *laneWorkers) start(c *Comm, ctx context.Context, lanes [][]xfer) <-chan error {
+	if w.n < len(lanes) {
+		if w.jobs == nil {
+			// At most a lane a peer.
+			w.jobs, w.done = make(chan laneJob, c.size), make(chan error, c.size)
+		}
+		for ; w.n < len(lanes); w.n++ {
+			w.stopped.Go(func() {
+				for j := range w.jobs {
+					w.done <- c.runLane(j.ctx, j.lane)
+				}
+			})
+		}
 	}
-	run(lanes[0])
-	wg.Wait()
-	return first
+	for _, l := range lanes {
+		w.jobs <- laneJob{ctx, l}
+	}
+	return w.done
+}
+
+// stop ends the workers once no call uses them (Close, under execMu).
+func (w *laneWorkers) stop() {
+	if w.jobs != nil {
+		close(w.jobs)
+		w.stopped.Wait()
+		w.jobs, w.n = nil, 0
+	}
 }
 
 // runLane sends or receives l's messages in order.

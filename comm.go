@@ -59,6 +59,7 @@ type Comm struct {
 	recvSeq   []uint64     // and received from it
 	p2p       p2pHelper    // runs SendRecv's receives beside their sends (p2p.go); under execMu
 	batch     batchScratch // what BatchSendRecv and AllToAllV reuse from call to call (batch.go); under execMu
+	lanes     laneWorkers  // and the goroutines that run their lanes beside the caller
 	splitSeq  atomic.Uint64
 	shareSeq  atomic.Uint64 // AllocShared calls so far
 
@@ -206,6 +207,7 @@ func (c *Comm) Close() error {
 	<-c.loopDone
 	c.execMu.Lock() // an operation running inline on a caller's goroutine finishes first
 	c.p2p.stop()
+	c.lanes.stop()
 	c.execMu.Unlock()
 	// The watchdog runs until nothing does: it is what ends an operation that outlives
 	// its deadline, and Close waits for the operations.

@@ -3,7 +3,9 @@
 // goroutines in tests) and runs AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
 // Gather, Scatter, AllToAll, Barrier and Send/Recv over any registered transport (tcp,
 // shm, rdma, nccl, inmem) with any registered algorithm (ring, tree, naive, rd, hier,
-// direct), chosen by configuration or by a cost model ("auto").
+// direct), chosen by configuration or by a cost model ("auto"); AllToAllV (uneven
+// blocks) and BatchSendRecv (a rank's sends and receives with several peers at once,
+// like torch.distributed.batch_isend_irecv) run over the same links.
 //
 //	comm, err := goccl.Init(ctx, goccl.FromEnv())
 //	if err != nil { ... }
