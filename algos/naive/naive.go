@@ -56,6 +56,9 @@ func (Algorithm) PairTag(kind transport.Kind, n, chunk, eager int) (uint32, bool
 	return 0, false
 }
 
+// naiveBlockMax is the largest AllToAll block sent as one message (allToAll).
+const naiveBlockMax = 1 << 20
+
 func tag(phase uint8, i int) uint32 { return algos.Tag(algos.TagNaive, phase, i) }
 
 // Run executes a on this rank.
@@ -344,6 +347,11 @@ func scatter(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 func allToAll(ctx context.Context, p algos.Peers, a *algos.Args, cs int) error {
 	rank, w := p.Rank(), p.Size()
 	n := len(a.Send) / w
+	// A block of up to 1 MiB goes as one message: a copy has nothing to pipeline, and
+	// the links cut large messages themselves. In 512 KiB chunks, 1 MiB blocks at 4
+	// ranks over shm took 2.3-2.5 ms a call, whole 1.5-1.7; larger blocks gained
+	// nothing from larger pieces (BENCHMARKS.md, "Speed", 40c).
+	cs = max(cs, min(n, naiveBlockMax))
 	src, own := a.Send, a.Send[rank*n:(rank+1)*n]
 	if algos.SameMemory(a.Send, a.Recv) {
 		src = algos.GetScratch(len(a.Send))
