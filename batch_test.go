@@ -24,6 +24,31 @@ var (
 	randomBatches = p2ptest.Random
 )
 
+// requireFailedBy checks that rank bad's call failed with an error that wraps is and
+// says want, and every other rank's with one that names rank bad, none of them by
+// waiting for the timeout.
+func requireFailedBy(t *testing.T, errs []error, bad int, is error, want string) {
+	t.Helper()
+	require.ErrorIs(t, errs[bad], is)
+	require.Contains(t, errs[bad].Error(), want)
+	for r, err := range errs {
+		require.Error(t, err, "rank %d", r)
+		require.False(t, errors.Is(err, goccl.ErrTimeout), "rank %d waited for the timeout: %v", r, err)
+		if r != bad {
+			require.Contains(t, err.Error(), fmt.Sprintf("rank %d", bad), "rank %d should name the failing rank: %v", r, err)
+		}
+	}
+}
+
+// toOps makes p2ptest's ops goccl's.
+func toOps(ops []p2ptest.Op) []goccl.P2POp {
+	out := make([]goccl.P2POp, len(ops))
+	for i, o := range ops {
+		out[i] = goccl.P2POp{Peer: o.Peer, Recv: o.Recv, Buf: goccl.Host(o.Buf), Count: o.Count, DType: o.DType}
+	}
+	return out
+}
+
 // TestAllToAllV exchanges uneven blocks between every pair, checks each received byte
 // against the sender's formula, in place and apart, for every dtype size, at 1 to 5
 // ranks over every local transport.
@@ -42,17 +67,9 @@ func TestAllToAllV(t *testing.T) {
 					for round, dt := range dtypes {
 						esz := dt.Size()
 						for _, inPlace := range []bool{false, true} {
-							sc, rc := make([]int, world), make([]int, world)
-							var send []byte
-							for p := range world {
-								sc[p] = a2avCount(me, p, round, world, large)
-								rc[p] = a2avCount(p, me, round, world, large)
-								send = append(send, bytesOf(sc[p]*esz, me, p, round)...)
-							}
-							recvN := 0
-							for _, n := range rc {
-								recvN += n * esz
-							}
+							send, sc, rc, recvN := p2ptest.Blocks(me, world, esz, round, func(src, dst int) int {
+								return a2avCount(src, dst, round, world, large)
+							})
 							recv := make([]byte, recvN+3) // longer than needed: the tail stays
 							for i := range recv {
 								recv[i] = 0xee
@@ -70,13 +87,8 @@ func TestAllToAllV(t *testing.T) {
 							if err := c.AllToAllV(ctx, sb, sc, goccl.Host(recv), rc, dt); err != nil {
 								return err
 							}
-							off := 0
-							for p := range world {
-								n := rc[p] * esz
-								if err := checkBytes(recv[off:off+n], p, me, round); err != nil {
-									return fmt.Errorf("rank %d, %s, in place %v: %w", me, dt, inPlace, err)
-								}
-								off += n
+							if err := p2ptest.CheckBlocks(recv, me, esz, round, rc); err != nil {
+								return fmt.Errorf("rank %d, %s, in place %v: %w", me, dt, inPlace, err)
 							}
 							for i := tail; i < len(recv); i++ {
 								if recv[i] != 0xee {
@@ -207,15 +219,7 @@ func TestAllToAllVBadInput(t *testing.T) {
 				send, recv := make([]float32, n), make([]float32, 8)
 				return c.AllToAllV(context.Background(), goccl.HostSlice(send), sc, goccl.HostSlice(recv), rc, dt)
 			})
-			require.ErrorIs(t, errs[1], goccl.ErrInvalid)
-			require.Contains(t, errs[1].Error(), tc.wantSubstr)
-			for r, err := range errs {
-				require.Error(t, err, "rank %d", r)
-				require.False(t, errors.Is(err, goccl.ErrTimeout), "rank %d: %v", r, err)
-				if r != 1 {
-					require.Contains(t, err.Error(), "rank 1", "rank %d should name the failing rank: %v", r, err)
-				}
-			}
+			requireFailedBy(t, errs, 1, goccl.ErrInvalid, tc.wantSubstr)
 		})
 	}
 }
@@ -236,26 +240,12 @@ func TestBatchSendRecv(t *testing.T) {
 				for seed := range uint64(4) {
 					msgs, order := randomBatches(seed*100+uint64(world), world, 6*world, large)
 					errs := runRanks(comms, func(c *goccl.Comm) error {
-						me := c.Rank()
-						bufs := map[int][]byte{}
-						var ops []goccl.P2POp
-						for _, o := range order[me] {
-							m, x := o/2, msgs[o/2]
-							n := x.Count * x.DType.Size()
-							if o%2 == 0 {
-								ops = append(ops, goccl.SendOp(goccl.Host(bytesOf(n, x.Src, x.Dst, m)), x.Count, x.DType, x.Dst))
-							} else {
-								bufs[m] = make([]byte, n)
-								ops = append(ops, goccl.RecvOp(goccl.Host(bufs[m]), x.Count, x.DType, x.Src))
-							}
-						}
-						if err := c.BatchSendRecv(context.Background(), ops); err != nil {
+						ops, verify := p2ptest.Ops(msgs, order[c.Rank()], c.Rank(), 0)
+						if err := c.BatchSendRecv(context.Background(), toOps(ops)); err != nil {
 							return err
 						}
-						for m, b := range bufs {
-							if err := checkBytes(b, msgs[m].Src, me, m); err != nil {
-								return fmt.Errorf("seed %d, rank %d: %w", seed, me, err)
-							}
+						if err := verify(); err != nil {
+							return fmt.Errorf("seed %d, rank %d: %w", seed, c.Rank(), err)
 						}
 						return nil
 					})
@@ -415,15 +405,7 @@ func TestBatchSendRecvBadInput(t *testing.T) {
 				got := make([]byte, 1)
 				return c.BatchSendRecv(ctx, []goccl.P2POp{goccl.RecvOp(goccl.Host(got), 1, goccl.Int8, 1)})
 			})
-			require.ErrorIs(t, errs[1], tc.is)
-			require.Contains(t, errs[1].Error(), tc.want)
-			for r, err := range errs {
-				require.Error(t, err, "rank %d", r)
-				require.False(t, errors.Is(err, goccl.ErrTimeout), "rank %d: %v", r, err)
-				if r != 1 {
-					require.Contains(t, err.Error(), "rank 1", "rank %d should name the failing rank: %v", r, err)
-				}
-			}
+			requireFailedBy(t, errs, 1, tc.is, tc.want)
 		})
 	}
 }
@@ -516,15 +498,9 @@ func TestDeviceBuffersP2P(t *testing.T) {
 		me := c.Rank()
 		for round, mode := range []string{"device", "to host", "in place"} {
 			dt := goccl.Float32
-			sc, rc := make([]int, world), make([]int, world)
-			var send []byte
-			recvN := 0
-			for p := range world {
-				sc[p] = a2avCount(me, p, round, world, 70001)
-				rc[p] = a2avCount(p, me, round, world, 70001)
-				recvN += rc[p] * 4
-				send = append(send, bytesOf(sc[p]*4, me, p, round)...)
-			}
+			send, sc, rc, recvN := p2ptest.Blocks(me, world, 4, round, func(src, dst int) int {
+				return a2avCount(src, dst, round, world, 70001)
+			})
 			sb := dev.alloc(max(len(send), recvN))
 			copy(dev.bytes(sb), send)
 			rb, out := dev.alloc(recvN), func(b goccl.Buffer) []byte { return dev.bytes(b) }
@@ -538,13 +514,8 @@ func TestDeviceBuffersP2P(t *testing.T) {
 			if err := c.AllToAllV(ctx, sb, sc, rb, rc, dt); err != nil {
 				return err
 			}
-			got, off := out(rb), 0
-			for p := range world {
-				n := rc[p] * 4
-				if err := checkBytes(got[off:off+n], p, me, round); err != nil {
-					return fmt.Errorf("rank %d, AllToAllV %s: %w", me, mode, err)
-				}
-				off += n
+			if err := p2ptest.CheckBlocks(out(rb), me, 4, round, rc); err != nil {
+				return fmt.Errorf("rank %d, AllToAllV %s: %w", me, mode, err)
 			}
 		}
 		// A ring shift in place on the device, and a host message beside it.

@@ -103,15 +103,7 @@ func TestRecvTooSmallOnOneRankFailsEveryRank(t *testing.T) {
 		}
 		return c.AllGather(context.Background(), goccl.HostSlice(send), goccl.HostSlice(recv), 16, goccl.Float32)
 	})
-	require.ErrorIs(t, errs[2], goccl.ErrInvalid)
-	require.Contains(t, errs[2].Error(), "recv")
-	for r, err := range errs {
-		require.Error(t, err, "rank %d", r)
-		require.False(t, errors.Is(err, goccl.ErrTimeout), "rank %d: %v", r, err)
-		if r != 2 {
-			require.Contains(t, err.Error(), "rank 2", "rank %d should name the failing rank: %v", r, err)
-		}
-	}
+	requireFailedBy(t, errs, 2, goccl.ErrInvalid, "recv")
 }
 
 func TestInvalidRootFailsEveryRank(t *testing.T) {

@@ -134,26 +134,9 @@ func cancelCall(ctx context.Context, c *Comm, kind string, n, i int) (check func
 	r, w := c.Rank(), c.Size()
 	switch kind {
 	case "alltoallv":
-		count := func(src, dst int) int { return n / (1 + (src+dst)%3) }
-		sc, rc := make([]int, w), make([]int, w)
-		var send []byte
-		recvN := 0
-		for p := range w {
-			sc[p], rc[p] = count(r, p), count(p, r)
-			send = append(send, p2ptest.Bytes(4*sc[p], r, p, i)...)
-			recvN += 4 * rc[p]
-		}
+		send, sc, rc, recvN := p2ptest.Blocks(r, w, 4, i, func(src, dst int) int { return n / (1 + (src+dst)%3) })
 		recv := make([]byte, recvN)
-		return func() error {
-			off := 0
-			for p := range w {
-				if err := p2ptest.Check(recv[off:off+4*rc[p]], p, r, i); err != nil {
-					return err
-				}
-				off += 4 * rc[p]
-			}
-			return nil
-		}, c.AllToAllV(ctx, Host(send), sc, Host(recv), rc, Float32)
+		return func() error { return p2ptest.CheckBlocks(recv, r, 4, i, rc) }, c.AllToAllV(ctx, Host(send), sc, Host(recv), rc, Float32)
 	case "batch":
 		next, prev := (r+1)%w, (r+w-1)%w
 		fromNext, fromPrev := make([]byte, 4*n), make([]byte, 4*n)

@@ -393,14 +393,7 @@ func randomP2P(ctx context.Context, rng *rand.Rand, comms []*Comm, tag int) erro
 		}
 		errs := runRanksInternal(comms, func(c *Comm) error {
 			me := c.Rank()
-			sc, rc := counts[me], make([]int, w)
-			var send []byte
-			recvN := 0
-			for p := range w {
-				rc[p] = counts[p][me]
-				recvN += rc[p] * esz
-				send = append(send, p2ptest.Bytes(sc[p]*esz, me, p, tag)...)
-			}
+			send, sc, rc, recvN := p2ptest.Blocks(me, w, esz, tag, func(src, dst int) int { return counts[src][dst] })
 			recv := make([]byte, recvN)
 			sb := Host(send)
 			if inPlace {
@@ -418,13 +411,8 @@ func randomP2P(ctx context.Context, rng *rand.Rand, comms []*Comm, tag int) erro
 			if err := wait(err, work); err != nil {
 				return err
 			}
-			off := 0
-			for p := range w {
-				n := rc[p] * esz
-				if err := p2ptest.Check(recv[off:off+n], p, me, tag); err != nil {
-					return fmt.Errorf("rank %d: AllToAllV %s (in place %t, async %t): %w", me, dt, inPlace, async, err)
-				}
-				off += n
+			if err := p2ptest.CheckBlocks(recv, me, esz, tag, rc); err != nil {
+				return fmt.Errorf("rank %d: AllToAllV %s (in place %t, async %t): %w", me, dt, inPlace, async, err)
 			}
 			return nil
 		})
@@ -433,17 +421,10 @@ func randomP2P(ctx context.Context, rng *rand.Rand, comms []*Comm, tag int) erro
 	msgs, order := p2ptest.Random(rng.Uint64(), w, 1+rng.IntN(4*w), 1+rng.IntN(1<<19))
 	errs := runRanksInternal(comms, func(c *Comm) error {
 		me := c.Rank()
-		bufs := map[int][]byte{}
-		var ops []P2POp
-		for _, o := range order[me] {
-			m, x := o/2, msgs[o/2]
-			n := x.Count * x.DType.Size()
-			if o%2 == 0 {
-				ops = append(ops, SendOp(Host(p2ptest.Bytes(n, x.Src, x.Dst, tag<<8+m)), x.Count, x.DType, x.Dst))
-			} else {
-				bufs[m] = make([]byte, n)
-				ops = append(ops, RecvOp(Host(bufs[m]), x.Count, x.DType, x.Src))
-			}
+		pops, verify := p2ptest.Ops(msgs, order[me], me, tag<<8)
+		ops := make([]P2POp, len(pops))
+		for i, o := range pops {
+			ops[i] = P2POp{Peer: o.Peer, Recv: o.Recv, Buf: Host(o.Buf), Count: o.Count, DType: o.DType}
 		}
 		var err error
 		var work *Work
@@ -455,10 +436,8 @@ func randomP2P(ctx context.Context, rng *rand.Rand, comms []*Comm, tag int) erro
 		if err := wait(err, work); err != nil {
 			return err
 		}
-		for m, b := range bufs {
-			if err := p2ptest.Check(b, msgs[m].Src, me, tag<<8+m); err != nil {
-				return fmt.Errorf("rank %d: BatchSendRecv (async %t): %w", me, async, err)
-			}
+		if err := verify(); err != nil {
+			return fmt.Errorf("rank %d: BatchSendRecv (async %t): %w", me, async, err)
 		}
 		return nil
 	})

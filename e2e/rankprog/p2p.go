@@ -24,15 +24,9 @@ func runP2P(ctx context.Context, comm *goccl.Comm) int {
 		esz := dt.Size()
 		for _, inPlace := range []bool{false, true} {
 			what := fmt.Sprintf("alltoallv %s in place %t", dt, inPlace)
-			sc, rc := make([]int, w), make([]int, w)
-			var send []byte
-			recvN := 0
-			for p := range w {
-				sc[p] = p2ptest.AllToAllVCount(r, p, round, w, large)
-				rc[p] = p2ptest.AllToAllVCount(p, r, round, w, large)
-				recvN += rc[p] * esz
-				send = append(send, p2ptest.Bytes(sc[p]*esz, r, p, round)...)
-			}
+			send, sc, rc, recvN := p2ptest.Blocks(r, w, esz, round, func(src, dst int) int {
+				return p2ptest.AllToAllVCount(src, dst, round, w, large)
+			})
 			sb, recv := goccl.Host(send), make([]byte, recvN)
 			if inPlace {
 				buf := make([]byte, max(len(send), recvN))
@@ -44,42 +38,26 @@ func runP2P(ctx context.Context, comm *goccl.Comm) int {
 				fmt.Printf("P2P-ERROR rank=%d case=%q err=%q\n", r, what, err.Error())
 				return 1
 			}
-			off := 0
-			for p := range w {
-				n := rc[p] * esz
-				if err := p2ptest.Check(recv[off:off+n], p, r, round); err != nil {
-					wrong(what, err)
-					break
-				}
-				off += n
+			if err := p2ptest.CheckBlocks(recv, r, esz, round, rc); err != nil {
+				wrong(what, err)
 			}
 		}
 	}
 	for seed := range uint64(6) {
 		what := fmt.Sprintf("batch seed %d", seed)
 		msgs, order := p2ptest.Random(seed, w, 6*w, large)
-		bufs := map[int][]byte{}
-		var ops []goccl.P2POp
-		for _, o := range order[r] {
-			m, x := o/2, msgs[o/2]
-			n := x.Count * x.DType.Size()
-			if o%2 == 0 {
-				ops = append(ops, goccl.SendOp(goccl.Host(p2ptest.Bytes(n, x.Src, x.Dst, m)), x.Count, x.DType, x.Dst))
-			} else {
-				bufs[m] = make([]byte, n)
-				ops = append(ops, goccl.RecvOp(goccl.Host(bufs[m]), x.Count, x.DType, x.Src))
-			}
+		pops, verify := p2ptest.Ops(msgs, order[r], r, 0)
+		ops := make([]goccl.P2POp, len(pops))
+		for i, o := range pops {
+			ops[i] = goccl.P2POp{Peer: o.Peer, Recv: o.Recv, Buf: goccl.Host(o.Buf), Count: o.Count, DType: o.DType}
 		}
 		calls++
 		if err := comm.BatchSendRecv(ctx, ops); err != nil {
 			fmt.Printf("P2P-ERROR rank=%d case=%q err=%q\n", r, what, err.Error())
 			return 1
 		}
-		for m, b := range bufs {
-			if err := p2ptest.Check(b, msgs[m].Src, r, m); err != nil {
-				wrong(what, err)
-				break
-			}
+		if err := verify(); err != nil {
+			wrong(what, err)
 		}
 	}
 	fmt.Printf("P2P rank=%d calls=%d bad=%d\n", r, calls, bad)

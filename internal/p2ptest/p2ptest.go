@@ -113,3 +113,60 @@ func Random(seed uint64, world, n, large int) ([]Message, [][]int) {
 	}
 	return msgs, order
 }
+
+// Blocks is one rank's side of an AllToAllV whose rank src sends count(src, dst)
+// elements of esz bytes to rank dst, with the data of call tag: the packed send buffer,
+// the counts, and the size of the packed receive buffer.
+func Blocks(rank, world, esz, tag int, count func(src, dst int) int) (send []byte, sendCounts, recvCounts []int, recvBytes int) {
+	sendCounts, recvCounts = make([]int, world), make([]int, world)
+	for p := range world {
+		sendCounts[p], recvCounts[p] = count(rank, p), count(p, rank)
+		send = append(send, Bytes(sendCounts[p]*esz, rank, p, tag)...)
+		recvBytes += recvCounts[p] * esz
+	}
+	return send, sendCounts, recvCounts, recvBytes
+}
+
+// CheckBlocks checks rank's packed receive buffer of an AllToAllV made by Blocks.
+func CheckBlocks(recv []byte, rank, esz, tag int, recvCounts []int) error {
+	off := 0
+	for p, c := range recvCounts {
+		if err := Check(recv[off:off+c*esz], p, rank, tag); err != nil {
+			return err
+		}
+		off += c * esz
+	}
+	return nil
+}
+
+// Op is one op of a batch made by Ops: a send of Buf, or a receive into it.
+type Op struct {
+	Recv        bool
+	Peer, Count int
+	DType       transport.DType
+	Buf         []byte
+}
+
+// Ops is rank's ops for the messages and order of Random, sends filled with the data of
+// message tag+m, and Verify checks its receive buffers once the batch ran.
+func Ops(msgs []Message, order []int, rank, tag int) (ops []Op, verify func() error) {
+	recvs := map[int][]byte{}
+	for _, o := range order {
+		m, x := o/2, msgs[o/2]
+		n := x.Count * x.DType.Size()
+		if o%2 == 0 {
+			ops = append(ops, Op{Peer: x.Dst, Count: x.Count, DType: x.DType, Buf: Bytes(n, x.Src, x.Dst, tag+m)})
+			continue
+		}
+		recvs[m] = make([]byte, n)
+		ops = append(ops, Op{Recv: true, Peer: x.Src, Count: x.Count, DType: x.DType, Buf: recvs[m]})
+	}
+	return ops, func() error {
+		for m, b := range recvs {
+			if err := Check(b, msgs[m].Src, rank, tag+m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
