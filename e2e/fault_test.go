@@ -66,8 +66,9 @@ func faultBudget() time.Duration {
 }
 
 // TestKillRank kills one rank with SIGKILL at a random point of a loop of AllReduce,
-// Broadcast, AllGather (sizes from 1 to 1M elements), Barrier or SendRecv (a ring
-// shift), over tcp and shm, with 2, 4 and 8 ranks. Every survivor must fail within detectBound with an error naming the dead
+// Broadcast, AllGather (sizes from 1 to 1M elements), Barrier, SendRecv (a ring
+// shift), AllToAllV (uneven blocks) or BatchSendRecv (to and from both ring
+// neighbours), over tcp and shm, with 2, 4 and 8 ranks. Every survivor must fail within detectBound with an error naming the dead
 // rank; goccl run must exit non-zero naming it; no rank process and no shm segment may
 // be left behind. Every combination runs once, then random ones until the budget ends.
 func TestKillRank(t *testing.T) {
@@ -80,7 +81,7 @@ func TestKillRank(t *testing.T) {
 	var combos []faultCombo
 	for _, tr := range transports {
 		for _, w := range []int{2, 4, 8} {
-			for _, k := range []string{"allreduce", "broadcast", "allgather", "barrier", "sendrecv"} {
+			for _, k := range []string{"allreduce", "broadcast", "allgather", "barrier", "sendrecv", "alltoallv", "batch"} {
 				combos = append(combos, faultCombo{tr, w, k, false})
 			}
 		}

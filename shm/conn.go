@@ -246,7 +246,7 @@ func (c *conn) sendRing(ctx context.Context, rec [recordBytes]byte, payload []by
 			if off == 0 {
 				return c.opErr("send to", err) // nothing published: the link stays usable
 			}
-			return c.fail(c.opErr("send to", err))
+			return c.giveUp(ctx, c.opErr("send to", err))
 		}
 		if end := min(off+want, uint64(n)); end > off {
 			c.out.put(c.head+pending, payload[off:end], stream)
@@ -515,6 +515,32 @@ func (c *conn) fail(err error) error {
 	c.in.wake()
 	return err
 }
+
+// giveUp is fail for a message stopped half-way because this side gave up (its context
+// ended: its operation failed elsewhere, or its caller cancelled it). The link is
+// broken for this side at once, and the peer is told giveUpGrace later: the peer would
+// take the closed link for this rank's failure, and could reach the communicator's
+// record of the cause first (goccl's agreeCause), naming this rank (a batch's send to a
+// live neighbour, cut when the other neighbour died: RELIABILITY.md). tcp's links wait
+// as long (tcp/state.go).
+func (c *conn) giveUp(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return c.fail(err)
+	}
+	c.broken.CompareAndSwap(nil, &err)
+	time.AfterFunc(giveUpGrace, func() {
+		c.mapMu.RLock()
+		defer c.mapMu.RUnlock()
+		if !c.unmapped {
+			c.fail(err)
+		}
+	})
+	return err
+}
+
+// giveUpGrace is how long giveUp waits before the peer is told: far longer than a
+// store round trip, far shorter than any timeout.
+const giveUpGrace = 25 * time.Millisecond
 
 // Close marks this side gone, wakes every waiter on both sides, waits for this side's
 // calls to leave the mapping, and unmaps it. A segment the peer never attached is

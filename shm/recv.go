@@ -131,7 +131,7 @@ func (c *conn) recvRing(ctx context.Context, n int, dst []byte, fn func(int, []b
 	for off := 0; off < padded; {
 		avail, err := c.waitData(ctx, 1)
 		if err != nil {
-			return c.fail(c.opErr("recv from", err)) // mid-message: the stream is lost
+			return c.giveUp(ctx, c.opErr("recv from", err)) // mid-message: the stream is lost
 		}
 		p := c.in.span(c.tail, min(int(avail), padded-off, chunk))
 		take := len(p)

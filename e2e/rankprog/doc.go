@@ -9,8 +9,9 @@
 //	p2p       AllToAllV with uneven counts for every element size, apart and in place,
 //	          then random batches of BatchSendRecv, every byte checked against its
 //	          sender's formula (internal/p2ptest): "P2P rank=R calls=N bad=B".
-//	fault     a collective (-kind: allreduce, broadcast, allgather, barrier, or sendrecv
-//	          as a ring shift) in a loop until it fails (the test kills a rank); SIGTERM from
+//	fault     a collective (-kind: allreduce, broadcast, allgather, barrier, sendrecv
+//	          as a ring shift, alltoallv, or batch: a BatchSendRecv with both ring
+//	          neighbours) in a loop until it fails (the test kills a rank); SIGTERM from
 //	          the launcher is ignored so the survivor shows how it detects the death
 //	          itself: "READY rank=R pid=P", then "FAULT rank=R t=UNIXNANO err=...".
 //	mismatch  three calls, one rank deviating in the second (kind, count, dtype, op,

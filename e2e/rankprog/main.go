@@ -86,12 +86,13 @@ func run() int {
 	case "p2p":
 		return runP2P(ctx, comm)
 	case "fault":
-		k, err := transport.ParseKind(*kind)
-		if err != nil {
-			fmt.Println("rankprog:", err)
-			return 2
+		if *kind != "alltoallv" && *kind != "batch" {
+			if _, err := transport.ParseKind(*kind); err != nil {
+				fmt.Println("rankprog:", err, "(or alltoallv, batch)")
+				return 2
+			}
 		}
-		return runFault(ctx, comm, k, *limit, *shared)
+		return runFault(ctx, comm, *kind, *limit, *shared)
 	case "mismatch":
 		o := *odd
 		if o < 0 {
@@ -150,7 +151,7 @@ var faultSizes = []int{1, 1000, 64 << 10, 1<<20 + 3}
 
 // runFault loops on one collective until it fails, which the test causes by killing a
 // rank. It reports when the failure was seen, so the test can measure detection latency.
-func runFault(ctx context.Context, comm *goccl.Comm, k goccl.Kind, limit time.Duration, shared bool) int {
+func runFault(ctx context.Context, comm *goccl.Comm, kind string, limit time.Duration, shared bool) int {
 	r, w := comm.Rank(), comm.Size()
 	big := faultSizes[len(faultSizes)-1]
 	send := make([]float32, big*w)
@@ -167,16 +168,35 @@ func runFault(ctx context.Context, comm *goccl.Comm, k goccl.Kind, limit time.Du
 	for i := range send {
 		send[i] = float32(r + 1)
 	}
+	k, _ := transport.ParseKind(kind)
 	call := func(n int) error {
 		s, rv := goccl.HostSlice(send[:n]), goccl.HostSlice(recv[:n*w])
-		switch k {
-		case goccl.KindBroadcast:
+		switch {
+		case kind == "alltoallv": // blocks of n/1, n/2 or n/3 elements
+			counts := func(src int) []int {
+				cs := make([]int, w)
+				for dst := range cs {
+					cs[dst] = n / (1 + (src+dst)%3)
+				}
+				return cs
+			}
+			sc, rc := counts(r), counts(r) // count(src, dst) is symmetric
+			return comm.AllToAllV(ctx, goccl.HostSlice(send[:n*w]), sc, rv, rc, goccl.Float32)
+		case kind == "batch": // to and from both ring neighbours
+			next, prev := (r+1)%w, (r+w-1)%w
+			return comm.BatchSendRecv(ctx, []goccl.P2POp{
+				goccl.RecvOp(goccl.HostSlice(recv[:n]), n, goccl.Float32, prev),
+				goccl.RecvOp(goccl.HostSlice(recv[n:2*n]), n, goccl.Float32, next),
+				goccl.SendOp(s, n, goccl.Float32, next),
+				goccl.SendOp(s, n, goccl.Float32, prev),
+			})
+		case k == goccl.KindBroadcast:
 			return comm.Broadcast(ctx, s, goccl.HostSlice(recv[:n]), n, goccl.Float32, 0)
-		case goccl.KindAllGather:
+		case k == goccl.KindAllGather:
 			return comm.AllGather(ctx, s, rv, n, goccl.Float32)
-		case goccl.KindBarrier:
+		case k == goccl.KindBarrier:
 			return comm.Barrier(ctx)
-		case goccl.KindSendRecv: // a ring shift
+		case k == goccl.KindSendRecv: // a ring shift
 			return comm.SendRecv(ctx, s, (r+1)%w, goccl.HostSlice(recv[:n]), (r+w-1)%w, n, goccl.Float32)
 		}
 		return comm.AllReduce(ctx, s, goccl.HostSlice(recv[:n]), n, goccl.Float32, goccl.Sum)
