@@ -23,8 +23,8 @@ import (
 // the communicator fails on every rank. send and recv may share memory: what goes out
 // is send as it was before the call. The blocks go in a pairwise schedule (at step d to
 // rank+d and from rank-d), the sends beside the receives, or all sends first where each
-// fits the links' eager size; over every transport (the nccl transport's links
-// included).
+// fits the links' eager size; where every link is NCCL's, as NCCL's grouped sends and
+// receives.
 func (c *Comm) AllToAllV(ctx context.Context, send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) error {
 	op := c.allToAllVSpec(send, sendCounts, recv, recvCounts, dt)
 	return c.runSync(ctx, &op)
@@ -73,7 +73,7 @@ func (c *Comm) allToAllVSpec(send Buffer, sendCounts []int, recv Buffer, recvCou
 	}
 	return opSpec{desc: a, bytes: bytes, run: func(ctx context.Context, w *Work) error {
 		w.algo = "p2p"
-		if err := c.runAllToAllV(ctx, a); err != nil {
+		if err := c.runAllToAllV(ctx, w, a); err != nil {
 			return c.failOp(ctx, transport.Header{Seq: c.seq, Fp: transport.Fingerprint{Kind: transport.KindAllToAllV, DType: dt, Root: -1}}, err)
 		}
 		return nil
@@ -130,13 +130,21 @@ func (c *Comm) checkAllToAllV(a *allToAllV) (sendN, recvN int, err error) {
 	return sendN, recvN, nil
 }
 
-// runAllToAllV checks, stages and runs a: a block to and from every peer at once, on
-// the point-to-point sequence of each pair, under its own kind so that it never matches
-// a peer's Send or AllToAll.
-func (c *Comm) runAllToAllV(ctx context.Context, a *allToAllV) error {
+// runAllToAllV checks, stages and runs a as w: a block to and from every peer, on the
+// point-to-point sequence of each pair, under its own kind so that it never matches a
+// peer's Send or AllToAll; or, where every link is NCCL's, as NCCL's grouped calls.
+func (c *Comm) runAllToAllV(ctx context.Context, w *Work, a *allToAllV) error {
 	sendN, recvN, err := c.checkAllToAllV(a)
 	if err != nil {
 		return err
+	}
+	if c.offload != nil && c.offload.Offloads(transport.KindAllToAllV) {
+		// Every link is NCCL's: its grouped sends and receives move the blocks, from
+		// device memory where they are, whatever the algorithm spec says (AllToAllV has
+		// no algorithm of its own); every rank decides alike.
+		w.algo = offloadAlgo
+		return c.offload.Offload(ctx, &transport.Collective{Kind: transport.KindAllToAllV, Send: a.send, Recv: a.recv,
+			DType: a.dt, Root: -1, SendPeer: -1, RecvPeer: -1, SendCounts: a.sendCounts, RecvCounts: a.recvCounts})
 	}
 	s, r, finish, err := c.hostBuffers(ctx, a.send, a.recv)
 	if err != nil {

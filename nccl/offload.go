@@ -13,7 +13,7 @@ func (e *endpoint) Offloads(k transport.Kind) bool {
 	switch k {
 	case transport.KindAllReduce, transport.KindReduce, transport.KindBroadcast, transport.KindAllGather,
 		transport.KindReduceScatter, transport.KindAllToAll, transport.KindGather, transport.KindScatter,
-		transport.KindBarrier, transport.KindSendRecv:
+		transport.KindBarrier, transport.KindSendRecv, transport.KindAllToAllV:
 		return true
 	}
 	return false
@@ -35,6 +35,11 @@ func (r *region) size() int { return max(len(r.copyIn), len(r.copyOut), r.devN) 
 // Offload runs c on the communicator over all ranks. Device buffers go to NCCL as they
 // are (they must be on this rank's GPU); host buffers are staged through device memory.
 func (e *endpoint) Offload(ctx context.Context, c *transport.Collective) error {
+	if c.Kind == transport.KindAllToAllV {
+		if err := e.agreeCounts(ctx, c); err != nil {
+			return err
+		}
+	}
 	ops, staged, err := e.plan(c)
 	if err != nil {
 		return err
@@ -128,6 +133,9 @@ func (e *endpoint) plan(c *transport.Collective) ([]groupOp, []*region, error) {
 	rooted := c.Kind == transport.KindReduce || c.Kind == transport.KindBroadcast || c.Kind == transport.KindGather || c.Kind == transport.KindScatter
 	if rooted && (c.Root < 0 || c.Root >= w) {
 		return nil, nil, fmt.Errorf("nccl: %w: %s root %d outside 0..%d", transport.ErrInvalid, c.Kind, c.Root, w-1)
+	}
+	if c.Kind == transport.KindAllToAllV {
+		return e.planAllToAllV(c, dt)
 	}
 	if c.Count == 0 {
 		return nil, nil, nil

@@ -17,6 +17,7 @@
 #   CGO_ENABLED=1 go build -ldflags='-s -w' -o bin/goccl ./cmd/goccl
 #   for p in nccl/kernels nccl/nvrtc nccl/cublas; do CGO_ENABLED=1 go test -c -ldflags='-s -w' -o bin/$(basename $p).test ./$p; done
 #   CGO_ENABLED=1 go test -c -ldflags='-s -w' -o bin/dpcuda.test ./dp/cuda
+#   CGO_ENABLED=1 go build -ldflags='-s -w' -o bin/rankprog ./e2e/rankprog
 set -u -o pipefail
 
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -228,14 +229,15 @@ run all-dtypes-ops-nccl-1rank 45 perf all_reduce --np 1 -b 8 -e 1M -f 32 -d all 
 # (goccl run --host-id, which the nccl transport passes on as NCCL_HOSTID), so NCCL
 # connects them with its socket transport, as it would two machines: every byte then
 # crosses host memory, so the 2-rank times below measure that path, not NVLink or P2P.
-two=() twotrain=()
+two=() twotrain=() tworun=()
 if NCCL_MULTI_RANK_GPU_ENABLE=1 run nccl-2rank-probe-multirank 45 perf all_reduce --np 2 -b 8 -e 64K -f 8 -c 1 "${dev[@]}" --transport nccl --algo nccl; then
 	export NCCL_MULTI_RANK_GPU_ENABLE=1
-	two=(perf --np 2) twotrain=(train --np 2)
+	two=(perf --np 2) twotrain=(train --np 2) tworun=(run -n 2 --no-prefix --)
 	say "   (2 ranks: NCCL_MULTI_RANK_GPU_ENABLE=1 on one GPU)"
 elif run nccl-2rank-probe-hosts 45 run -n 2 --host-id gpu-a,gpu-b --no-prefix -- "$GOCCL" perf all_reduce -b 8 -e 64K -f 8 -c 1 "${dev[@]}" --transport nccl --algo nccl; then
 	two=(run -n 2 --host-id gpu-a,gpu-b --no-prefix -- "$GOCCL" perf)
 	twotrain=(run -n 2 --host-id gpu-a,gpu-b --no-prefix -- "$GOCCL" train)
+	tworun=(run -n 2 --host-id gpu-a,gpu-b --no-prefix --)
 	fails=$((fails - 1)) # the multi-rank probe's refusal is the NCCL version, not a failure
 	say "   (2 ranks: posing as two hosts; NCCL refuses two ranks on one GPU, see nccl-2rank-probe-multirank.txt)"
 fi
@@ -256,6 +258,14 @@ if [ "${#two[@]}" -gt 0 ]; then
 	for z in 0 3; do
 		train_vs_cpu "$z" nccl "${twotrain[@]}"
 	done
+	# AllToAllV through NCCL's grouped calls (and, with it, the counts' AllGather) and
+	# BatchSendRecv over NCCL point-to-point links, every byte checked (e2e's rank
+	# program, host buffers staged through the device; not yet run on a GPU).
+	if [ -x bin/rankprog ]; then
+		GOCCL_TRANSPORT=nccl run p2p-nccl-2rank 40 "${tworun[@]}" bin/rankprog -mode p2p
+	else
+		say "== p2p-nccl-2rank: SKIP (bin/rankprog not built)"
+	fi
 else
 	say "   (two ranks on one GPU through NCCL did not run: see the probes; the 2-rank NCCL steps are skipped)"
 fi

@@ -16,6 +16,9 @@ type Collective struct {
 	Root       int // root, or the peer for KindSendRecv
 	// SendPeer and RecvPeer are the ranks for KindSendRecv (-1 = none).
 	SendPeer, RecvPeer int
+	// SendCounts and RecvCounts are KindAllToAllV's elements to and from each rank,
+	// packed in rank order in Send and Recv (Count is unused).
+	SendCounts, RecvCounts []int
 }
 
 // Offloader is an optional Endpoint ability: run whole collectives natively, as NCCL
