@@ -59,6 +59,7 @@ func (r ring) push(c rc.Completion) error {
 	r.s.store32(e+28, c.Imm)
 	r.s.store32(e+32, c.QPNum)
 	r.s.store32(e+36, c.VendorErr)
+	raceRelease(r.s.race)
 	r.s.store64(e, t+1)
 	addU32(r.s.u32(cqFutex), 1)
 	if r.s.load32(cqWaiters) != 0 {
@@ -91,6 +92,7 @@ func (c *cq) Poll(out []rc.Completion) (int, error) {
 		if s.load64(e) != h+1 {
 			break
 		}
+		raceAcquire(s.race)
 		out[n] = rc.Completion{
 			ID: s.load64(e + 8), Status: rc.Status(s.load32(e + 16)), Opcode: rc.WCOpcode(s.load32(e + 20)),
 			Len: s.load32(e + 24), Imm: s.load32(e + 28), QPNum: s.load32(e + 32), VendorErr: s.load32(e + 36),

@@ -14,8 +14,9 @@ import (
 // seg is a shared mapping of a memfd: either one this process created (fd >= 0 stays
 // open so peers can reopen it through /proc) or a peer's one (fd closed after mmap).
 type seg struct {
-	fd  int
-	mem []byte
+	fd   int
+	mem  []byte
+	race *uint64 // race builds: the memfd's counter on the Go heap (race_on_linux.go)
 }
 
 func pageRound(n int) int {
@@ -40,7 +41,7 @@ func newSeg(name string, n int) (*seg, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("soft: map %s: %w", name, err)
 	}
-	return &seg{fd: fd, mem: mem}, nil
+	return &seg{fd: fd, mem: mem, race: raceToken(os.Getpid(), fd)}, nil
 }
 
 // openSeg maps a peer's memfd, reached as /proc/<pid>/fd/<fd>.
@@ -62,7 +63,7 @@ func openSeg(pid, fd int) (*seg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("soft: map %s: %w", path, err)
 	}
-	return &seg{fd: -1, mem: mem}, nil
+	return &seg{fd: -1, mem: mem, race: raceToken(pid, fd)}, nil
 }
 
 func (s *seg) close() error {
@@ -72,6 +73,7 @@ func (s *seg) close() error {
 	err := unix.Munmap(s.mem)
 	s.mem = nil
 	if s.fd >= 0 {
+		raceForget(os.Getpid(), s.fd)
 		unix.Close(s.fd)
 		s.fd = -1
 	}
