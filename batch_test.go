@@ -15,15 +15,6 @@ import (
 	"github.com/goccl/goccl/transport"
 )
 
-var (
-	value         = p2ptest.Value
-	bytesOf       = p2ptest.Bytes
-	checkBytes    = p2ptest.Check
-	dtypes        = p2ptest.DTypes
-	a2avCount     = p2ptest.AllToAllVCount
-	randomBatches = p2ptest.Random
-)
-
 // requireFailedBy checks that rank bad's call failed with an error that wraps is and
 // says want, and every other rank's with one that names rank bad, none of them by
 // waiting for the timeout.
@@ -64,11 +55,11 @@ func TestAllToAllV(t *testing.T) {
 				errs := runRanks(comms, func(c *goccl.Comm) error {
 					ctx := context.Background()
 					me := c.Rank()
-					for round, dt := range dtypes {
+					for round, dt := range p2ptest.DTypes {
 						esz := dt.Size()
 						for _, inPlace := range []bool{false, true} {
 							send, sc, rc, recvN := p2ptest.Blocks(me, world, esz, round, func(src, dst int) int {
-								return a2avCount(src, dst, round, world, large)
+								return p2ptest.AllToAllVCount(src, dst, round, world, large)
 							})
 							recv := make([]byte, recvN+3) // longer than needed: the tail stays
 							for i := range recv {
@@ -238,7 +229,7 @@ func TestBatchSendRecv(t *testing.T) {
 				}
 				comms := local(t, world, goccl.WithTransport(tr), goccl.WithTimeout(30*time.Second))
 				for seed := range uint64(4) {
-					msgs, order := randomBatches(seed*100+uint64(world), world, 6*world, large)
+					msgs, order := p2ptest.Random(seed*100+uint64(world), world, 6*world, large)
 					errs := runRanks(comms, func(c *goccl.Comm) error {
 						ops, verify := p2ptest.Ops(msgs, order[c.Rank()], c.Rank(), 0)
 						if err := c.BatchSendRecv(context.Background(), toOps(ops)); err != nil {
@@ -341,7 +332,7 @@ func TestBatchSendRecvInPlaceRing(t *testing.T) {
 				for _, n := range []int{0, 1, 7, 1<<16 + 1} {
 					buf := make([]int64, n)
 					for i := range buf {
-						buf[i] = value(me, next, n, i)
+						buf[i] = p2ptest.Value(me, next, n, i)
 					}
 					if err := c.BatchSendRecv(ctx, []goccl.P2POp{
 						goccl.RecvOp(goccl.HostSlice(buf), n, goccl.Int64, prev),
@@ -350,7 +341,7 @@ func TestBatchSendRecvInPlaceRing(t *testing.T) {
 						return err
 					}
 					for i, x := range buf {
-						if want := value(prev, me, n, i); x != want {
+						if want := p2ptest.Value(prev, me, n, i); x != want {
 							return fmt.Errorf("rank %d, %d elements: [%d] = %d, want %d", me, n, i, x, want)
 						}
 					}
@@ -499,7 +490,7 @@ func TestDeviceBuffersP2P(t *testing.T) {
 		for round, mode := range []string{"device", "to host", "in place"} {
 			dt := goccl.Float32
 			send, sc, rc, recvN := p2ptest.Blocks(me, world, 4, round, func(src, dst int) int {
-				return a2avCount(src, dst, round, world, 70001)
+				return p2ptest.AllToAllVCount(src, dst, round, world, 70001)
 			})
 			sb := dev.alloc(max(len(send), recvN))
 			copy(dev.bytes(sb), send)
@@ -522,20 +513,20 @@ func TestDeviceBuffersP2P(t *testing.T) {
 		next, prev := (me+1)%world, (me+world-1)%world
 		const n = 5000
 		buf := dev.alloc(8 * n)
-		copy(dev.bytes(buf), bytesOf(8*n, me, next, 9))
+		copy(dev.bytes(buf), p2ptest.Bytes(8*n, me, next, 9))
 		host := make([]byte, 3)
 		if err := c.BatchSendRecv(ctx, []goccl.P2POp{
 			goccl.RecvOp(buf, n, goccl.Int64, prev),
-			goccl.SendOp(goccl.Host(bytesOf(3, me, prev, 10)), 3, goccl.Uint8, prev),
+			goccl.SendOp(goccl.Host(p2ptest.Bytes(3, me, prev, 10)), 3, goccl.Uint8, prev),
 			goccl.SendOp(buf, n, goccl.Int64, next),
 			goccl.RecvOp(goccl.Host(host), 3, goccl.Uint8, next),
 		}); err != nil {
 			return err
 		}
-		if err := checkBytes(dev.bytes(buf), prev, me, 9); err != nil {
+		if err := p2ptest.Check(dev.bytes(buf), prev, me, 9); err != nil {
 			return fmt.Errorf("rank %d, batch on the device: %w", me, err)
 		}
-		if err := checkBytes(host, next, me, 10); err != nil {
+		if err := p2ptest.Check(host, next, me, 10); err != nil {
 			return fmt.Errorf("rank %d, batch's host message: %w", me, err)
 		}
 		return nil
@@ -557,23 +548,23 @@ func TestBatchSendRecvSendsDataFromBeforeTheCall(t *testing.T) {
 		ctx := context.Background()
 		switch c.Rank() {
 		case 0:
-			buf := bytesOf(n, 0, 2, 0)
+			buf := p2ptest.Bytes(n, 0, 2, 0)
 			if err := c.BatchSendRecv(ctx, []goccl.P2POp{
 				goccl.RecvOp(goccl.Host(buf), n, goccl.Uint8, 1),
 				goccl.SendOp(goccl.Host(buf), n, goccl.Uint8, 2),
 			}); err != nil {
 				return err
 			}
-			return checkBytes(buf, 1, 0, 0)
+			return p2ptest.Check(buf, 1, 0, 0)
 		case 1:
-			return c.Send(ctx, goccl.Host(bytesOf(n, 1, 0, 0)), n, goccl.Uint8, 0)
+			return c.Send(ctx, goccl.Host(p2ptest.Bytes(n, 1, 0, 0)), n, goccl.Uint8, 0)
 		}
 		time.Sleep(300 * time.Millisecond)
 		got := make([]byte, n)
 		if err := c.Recv(ctx, goccl.Host(got), n, goccl.Uint8, 0); err != nil {
 			return err
 		}
-		return checkBytes(got, 0, 2, 0)
+		return p2ptest.Check(got, 0, 2, 0)
 	})
 	for r, err := range errs {
 		require.NoError(t, err, "rank %d", r)

@@ -173,15 +173,11 @@ func runFault(ctx context.Context, comm *goccl.Comm, kind string, limit time.Dur
 		s, rv := goccl.HostSlice(send[:n]), goccl.HostSlice(recv[:n*w])
 		switch {
 		case kind == "alltoallv": // blocks of n/1, n/2 or n/3 elements
-			counts := func(src int) []int {
-				cs := make([]int, w)
-				for dst := range cs {
-					cs[dst] = n / (1 + (src+dst)%3)
-				}
-				return cs
+			counts := make([]int, w) // count(src, dst) is symmetric: the send and the recv counts
+			for p := range counts {
+				counts[p] = n / (1 + (r+p)%3)
 			}
-			sc, rc := counts(r), counts(r) // count(src, dst) is symmetric
-			return comm.AllToAllV(ctx, goccl.HostSlice(send[:n*w]), sc, rv, rc, goccl.Float32)
+			return comm.AllToAllV(ctx, goccl.HostSlice(send[:n*w]), counts, rv, counts, goccl.Float32)
 		case kind == "batch": // to and from both ring neighbours
 			next, prev := (r+1)%w, (r+w-1)%w
 			return comm.BatchSendRecv(ctx, []goccl.P2POp{
