@@ -36,12 +36,16 @@ func (c *Comm) AllToAllVAsync(ctx context.Context, send Buffer, sendCounts []int
 	return c.submit(&Work{ctx: ctx, opSpec: c.allToAllVSpec(send, sendCounts, recv, recvCounts, dt)})
 }
 
-// allToAllV is one AllToAllV call, its counts copied.
+// allToAllV is one AllToAllV call, its counts copied (an asynchronous call's caller
+// may reuse them), in the same allocation as the call up to a2avInline ranks.
 type allToAllV struct {
 	send, recv             Buffer
 	sendCounts, recvCounts []int
 	dt                     DType
+	inline                 [2 * a2avInline]int
 }
+
+const a2avInline = 8
 
 func (a *allToAllV) String() string {
 	return fmt.Sprintf("alltoallv %s send %s recv %s", a.dt, countsString(a.sendCounts), countsString(a.recvCounts))
@@ -66,18 +70,22 @@ func countsString(xs []int) string {
 }
 
 func (c *Comm) allToAllVSpec(send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) opSpec {
-	a := &allToAllV{send: send, recv: recv, sendCounts: slices.Clone(sendCounts), recvCounts: slices.Clone(recvCounts), dt: dt}
+	a := &allToAllV{send: send, recv: recv, dt: dt}
+	counts := a.inline[:0]
+	if len(sendCounts)+len(recvCounts) > len(a.inline) {
+		counts = make([]int, 0, len(sendCounts)+len(recvCounts))
+	}
+	counts = append(append(counts, sendCounts...), recvCounts...)
+	a.sendCounts, a.recvCounts = counts[:len(sendCounts):len(sendCounts)], counts[len(sendCounts):]
 	bytes := 0
 	if n, ok := total(a.sendCounts); ok && dt.Valid() && n <= math.MaxInt/dt.Size() {
 		bytes = n * dt.Size()
 	}
-	return opSpec{desc: a, bytes: bytes, run: func(ctx context.Context, w *Work) error {
-		w.algo = "p2p"
-		if err := c.runAllToAllV(ctx, w, a); err != nil {
-			return c.failOp(ctx, transport.Header{Seq: c.seq, Fp: transport.Fingerprint{Kind: transport.KindAllToAllV, DType: dt, Root: -1}}, err)
-		}
-		return nil
-	}}
+	return opSpec{ext: a, bytes: bytes}
+}
+
+func (a *allToAllV) failed() transport.Fingerprint {
+	return transport.Fingerprint{Kind: transport.KindAllToAllV, DType: a.dt, Root: -1}
 }
 
 // total sums counts, reporting false for a negative entry or an overflow.
@@ -157,9 +165,23 @@ func (c *Comm) runAllToAllV(ctx context.Context, w *Work, a *allToAllV) error {
 		copy(tmp, s)
 		s = tmp
 	}
+	defer c.batch.release()
+	xs, selfSrc, selfDst := c.allToAllVXfers(a, s, r)
+	copy(selfDst, selfSrc)
+	err = c.runXfers(ctx, xs, false)
+	if ferr := finish(err == nil); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// allToAllVXfers numbers and returns a's messages, out of s and into r (host memory,
+// sendN and recvN bytes), in the pairwise order (at step d rank r sends to r+d and
+// receives from r-d), and the block this rank sends itself and where it goes. They are
+// in the communicator's scratch (batchScratch), which the caller releases.
+func (c *Comm) allToAllVXfers(a *allToAllV, s, r []byte) (xs []xfer, selfSrc, selfDst []byte) {
 	esz := a.dt.Size()
 	sc := &c.batch
-	defer sc.release()
 	// so[p], ro[p]: where block p starts in s and r; so[w], ro[w]: their ends.
 	offs := slices.Grow(sc.offs, 2*c.size+2)[:2*c.size+2]
 	sc.offs = offs
@@ -168,9 +190,7 @@ func (c *Comm) runAllToAllV(ctx context.Context, w *Work, a *allToAllV) error {
 	for p := range c.size {
 		so[p+1], ro[p+1] = so[p]+a.sendCounts[p]*esz, ro[p]+a.recvCounts[p]*esz
 	}
-	copy(r[ro[c.rank]:ro[c.rank+1]], s[so[c.rank]:so[c.rank+1]])
-	xs := sc.xs
-	// Pairwise: at step d rank r sends to r+d and receives from r-d (runXfers).
+	xs = sc.xs
 	for d := 1; d < c.size; d++ {
 		p := (c.rank + d) % c.size
 		fp := (&call{kind: transport.KindAllToAllV, count: a.sendCounts[p], dt: a.dt}).fingerprint()
@@ -180,9 +200,5 @@ func (c *Comm) runAllToAllV(ctx context.Context, w *Work, a *allToAllV) error {
 		xs = append(xs, c.p2pXfer(q, true, fp, r[ro[q]:ro[q+1]]))
 	}
 	sc.xs = xs
-	err = c.runXfers(ctx, xs, false)
-	if ferr := finish(err == nil); err == nil {
-		err = ferr
-	}
-	return err
+	return xs, s[so[c.rank]:so[c.rank+1]], r[ro[c.rank]:ro[c.rank+1]]
 }

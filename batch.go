@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"unsafe"
 
@@ -72,34 +73,59 @@ func (c *Comm) BatchSendRecvAsync(ctx context.Context, ops []P2POp) *Work {
 	return c.submit(&Work{ctx: ctx, opSpec: c.batchSpec(ops)})
 }
 
-// batchSpec is the operation that runs ops (copied: an asynchronous call's caller may
-// reuse its slice).
+// batchSpec is the operation that runs ops: a batchCall, which runBatch runs, or the
+// fast path (fastBatch).
 func (c *Comm) batchSpec(ops []P2POp) opSpec {
-	ops = slices.Clone(ops)
+	b := newBatchCall(ops)
 	bytes := 0
-	for _, o := range ops {
+	for _, o := range b.ops {
 		if o.DType.Valid() && o.Count > 0 {
 			bytes += o.Count * o.DType.Size()
 		}
 	}
-	return opSpec{desc: batchDesc(ops), bytes: bytes, run: func(ctx context.Context, w *Work) error {
-		w.algo = "p2p"
-		if err := c.runBatch(ctx, ops); err != nil {
-			return c.failOp(ctx, transport.Header{Seq: c.seq, Fp: transport.Fingerprint{Kind: KindSendRecv, Root: -1}}, err)
-		}
-		return nil
-	}}
+	return opSpec{ext: b, bytes: bytes}
 }
 
-// batchDesc names a batch in the flight recorder: formatted only when read.
-type batchDesc []P2POp
+// batchCall is one BatchSendRecv: its ops, copied (an asynchronous call's caller may
+// reuse its slice, and the flight recorder names them after the call), in the same
+// allocation as the call up to batchInline ops.
+type batchCall struct {
+	ops    []P2POp
+	inline [batchInline]P2POp
+}
 
-func (d batchDesc) String() string {
+// batchInline is how many ops a batchCall holds without a second allocation: a halo
+// exchange's four (both neighbours, each way).
+const batchInline = 4
+
+func newBatchCall(ops []P2POp) *batchCall {
+	b := new(batchCall)
+	if len(ops) <= batchInline {
+		b.ops = append(b.inline[:0], ops...)
+	} else {
+		b.ops = slices.Clone(ops)
+	}
+	return b
+}
+
+func (b *batchCall) failed() transport.Fingerprint { return batchFingerprint }
+
+// batchFingerprint is what a failed batch tells its peers it was in (failOp).
+var batchFingerprint = transport.Fingerprint{Kind: KindSendRecv, Root: -1}
+
+// p2pFingerprint is the fingerprint of a message of count elements of dt on the
+// point-to-point sequence, as SendRecv's.
+func p2pFingerprint(count int, dt DType) transport.Fingerprint {
+	return (&call{kind: KindSendRecv, count: count, dt: dt, root: -1}).fingerprint()
+}
+
+// String names a batch in the flight recorder: formatted only when read.
+func (b *batchCall) String() string {
 	const shown = 4
-	s := fmt.Sprintf("batch of %d:", len(d))
-	for i, o := range d {
+	s := fmt.Sprintf("batch of %d:", len(b.ops))
+	for i, o := range b.ops {
 		if i == shown {
-			return s + fmt.Sprintf(" ... (%d more)", len(d)-shown)
+			return s + fmt.Sprintf(" ... (%d more)", len(b.ops)-shown)
 		}
 		s += " " + o.String() + ";"
 	}
@@ -170,7 +196,7 @@ func (c *Comm) runBatch(ctx context.Context, ops []P2POp) (err error) {
 	}
 	// A send that shares memory with a receive goes out from a copy taken now.
 	for i, o := range ops {
-		if !o.Recv && len(bufs[i]) > 0 && ops[i].Buf.Kind() == transport.Host && c.receivesInto(ops, bufs, bufs[i]) {
+		if !o.Recv && ops[i].Buf.Kind() == transport.Host && c.receivesInto(bufs[i]) {
 			tmp := algos.GetScratch(len(bufs[i]))
 			defer algos.PutScratch(tmp)
 			copy(tmp, bufs[i])
@@ -181,8 +207,7 @@ func (c *Comm) runBatch(ctx context.Context, ops []P2POp) (err error) {
 	selfRecv := 0 // the next receive from this rank itself
 	for i, o := range ops {
 		if o.Peer != c.rank {
-			fp := (&call{kind: KindSendRecv, count: o.Count, dt: o.DType, root: -1}).fingerprint()
-			xs = append(xs, c.p2pXfer(o.Peer, o.Recv, fp, bufs[i]))
+			xs = append(xs, c.p2pXfer(o.Peer, o.Recv, p2pFingerprint(o.Count, o.DType), bufs[i]))
 			continue
 		}
 		if !o.Recv { // checkBatch paired it with a receive of the same size
@@ -201,9 +226,10 @@ func (c *Comm) runBatch(ctx context.Context, ops []P2POp) (err error) {
 // sent.
 func (c *Comm) checkBatch(ops []P2POp) error {
 	var selfSends, selfRecvs []int
-	for i, o := range ops {
+	for i := range ops {
+		o := &ops[i]
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("goccl: rank %d: batch op %d (%s): %w: %s", c.rank, i, o, transport.ErrInvalid, fmt.Sprintf(format, a...))
+			return fmt.Errorf("goccl: rank %d: batch op %d (%s): %w: %s", c.rank, i, *o, transport.ErrInvalid, fmt.Sprintf(format, a...))
 		}
 		switch {
 		case !o.DType.Valid():
@@ -279,14 +305,18 @@ func (c *Comm) checkRecvsApart(ops []P2POp) error {
 	return nil
 }
 
-// receivesInto reports whether a receive of ops writes any byte of p (host memory).
-func (c *Comm) receivesInto(ops []P2POp, bufs [][]byte, p []byte) bool {
-	for i, o := range ops {
-		if o.Recv && o.Buf.Kind() == transport.Host && len(bufs[i]) > 0 && !algos.Apart(p, bufs[i]) {
-			return true
-		}
+// receivesInto reports whether a receive of the batch checkBatch last checked writes
+// any byte of p (host memory): a binary search of the spans checkRecvsApart sorted,
+// which lie apart, so that their ends are in order too.
+func (c *Comm) receivesInto(p []byte) bool {
+	if len(p) == 0 {
+		return false
 	}
-	return false
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	sp := c.batch.spans
+	// The first span past the host's that ends after lo.
+	i := sort.Search(len(sp), func(i int) bool { return sp[i].space > -1 || sp[i].hi > lo })
+	return i < len(sp) && sp[i].space == -1 && sp[i].lo < lo+uintptr(len(p))
 }
 
 // p2pXfer is the next message to or from peer on the point-to-point sequence the two

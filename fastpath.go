@@ -70,17 +70,20 @@ import (
 // Together with the counter's clock for the start as well as the end (tscClock), a
 // fast call's own work went from about 200 to 130 ns (BenchmarkCallOverhead).
 type fastPath struct {
-	obs      *obsConn            // the observer of the link to the other rank (two ranks only)
-	raw      transport.Conn      // the link itself
-	try      transport.TrySender // raw's TrySend; nil: no fast path
-	pending  pendingEnd          // written without mu while set is false (under execMu)
-	set      uint32              // 1: pending holds an end not yet recorded (relstore, atomic loads)
-	clock    tscClock            // the clock of calls under execMu (now, end)
-	sent     uint64              // AllReduces that sent on this path, for tests; under execMu
-	p2p      uint64              // point-to-point calls that took this path, for tests
-	barriers uint64              // Barriers that sent on this path, for tests
-	pairs    uint64              // the other collectives on this path (fastPair, fastOneWay), for tests
-	calls    uint64              // calls on this path that succeeded, both kinds
+	obs        *obsConn            // the observer of the link to the other rank (two ranks only)
+	raw        transport.Conn      // the link itself
+	try        transport.TrySender // raw's TrySend; nil: no fast path
+	pending    pendingEnd          // written without mu while set is false (under execMu)
+	set        uint32              // 1: pending holds an end not yet recorded (relstore, atomic loads)
+	clock      tscClock            // the clock of calls under execMu (now, end)
+	sent       uint64              // AllReduces that sent on this path, for tests; under execMu
+	p2p        uint64              // point-to-point calls that took this path, for tests
+	groups     uint64              // BatchSendRecvs and AllToAllVs that took this path (fastXfers), for tests
+	rests      uint64              // and those of them that sent part of their messages the general way
+	groupSends []sentTo            // fastXfers', kept from call to call
+	barriers   uint64              // Barriers that sent on this path, for tests
+	pairs      uint64              // the other collectives on this path (fastPair, fastOneWay), for tests
+	calls      uint64              // calls on this path that succeeded, both kinds
 }
 
 // tscClock is the clock of every call run under execMu: monoNow's nanoseconds, read
@@ -256,9 +259,12 @@ func (c *Comm) settleLocked(starting bool) *linkState {
 // next in line (execute), which finishes at once and whose books are settled as a
 // blocking call's: async calls take the path too.
 func (c *Comm) fastCall(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {
-	if op.run != nil || c.unusable.Load() || c.traceLog || c.tracer != nil || c.shared.live > 0 ||
+	if c.unusable.Load() || c.traceLog || c.tracer != nil || c.shared.live > 0 ||
 		(w == &c.inline && c.queued.Load() != 0) || ctx.Err() != nil {
 		return false, nil
+	}
+	if op.ext != nil {
+		return c.fastExt(ctx, w, op)
 	}
 	switch op.coll.kind {
 	case KindAllReduce:
@@ -345,7 +351,7 @@ func (c *Comm) fastExchange(ctx context.Context, w *Work, op *opSpec, name strin
 	// receive's mark. A receive that succeeds is counted and unmarked when its end is
 	// settled.
 	o, s := c.fast.obs, c.fast.obs.state
-	r.start, r.tick, r.p = c.fastBegin(ctx, w, op, name, &r.hdr, s, len(send), s)
+	r.start, r.tick, r.p = c.fastBegin(ctx, w, op, name, &r.hdr, s, sentTo{s: s, n: len(send)})
 	c.fast.try.Flush()
 	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
 		err = o.settle(err, &s.recvSince, &s.received, len(theirs), "receive from", r.start)
@@ -572,7 +578,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 		}
 		c.seq = hdr.Seq
 		c.fast.pairs++
-		start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, s, n, nil)
+		start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, nil, sentTo{s: s, n: n})
 		c.fast.try.Flush()
 		switch k.kind {
 		case KindBroadcast:
@@ -591,7 +597,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 	}
 	c.seq = hdr.Seq
 	c.fast.pairs++
-	start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, nil, 0, s)
+	start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, s)
 	err = c.fast.raw.Recv(&c.op, th, into)
 	if err != nil {
 		err = c.fast.obs.settle(err, &s.recvSince, &s.received, n, "receive from", start)
@@ -653,7 +659,7 @@ func (c *Comm) fastP2P(ctx context.Context, w *Work, op *opSpec) (done bool, err
 	if in != nil {
 		recvOn = in.state
 	}
-	start, tick, p := c.fastBegin(ctx, w, op, "p2p", nil, sendOn, n, recvOn)
+	start, tick, p := c.fastBegin(ctx, w, op, "p2p", nil, recvOn, sentTo{s: sendOn, n: n})
 	if out != nil {
 		out.try.Flush()
 	}
@@ -684,7 +690,7 @@ func (c *Comm) obsLink(peer int) *obsConn {
 // fastBegin keeps a fast call's books at its start, once its message has left: the
 // clock (and the counter's, see tscClock), the flight record, the deadline, the
 // caller's context armed. hdr is a collective's header, nil for a SendRecv.
-func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, sendOn *linkState, sent int, recvOn *linkState) (start, tick int64, p opPrep) {
+func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, recvOn *linkState, sends ...sentTo) (start, tick int64, p opPrep) {
 	start, tick = c.fast.clock.now()
 	p = c.prep(ctx, start)
 	p.cancelled = false // it has started: a context done by now cancels it (arm)
@@ -694,8 +700,10 @@ func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, 
 			relstore.Int64(&s.recvSince, 0)
 		}
 	}
-	if sendOn != nil {
-		sendOn.fastSent += uint64(sent)
+	for _, x := range sends {
+		if x.s != nil {
+			x.s.fastSent += uint64(x.n)
+		}
 	}
 	if recvOn != nil {
 		relstore.Int64(&recvOn.recvSince, start) // as obsConn.mark, with opSince = start below
@@ -712,6 +720,14 @@ func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, 
 	c.opSince = start
 	c.arm(ctx)
 	return start, tick, p
+}
+
+// sentTo is a fast call's message that left before its books (fastBegin counts it): n
+// bytes over the link with state s (nil for none), which try flushes (fastXfers').
+type sentTo struct {
+	s   *linkState
+	n   int
+	try transport.TrySender
 }
 
 // fastFail ends a fast call run as w that failed with err, the general way, and

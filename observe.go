@@ -330,7 +330,7 @@ func (f *flight) queued(w *Work, op *opSpec, now int64, running bool) {
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
 	r.seq, r.state, r.queued, r.started, r.finished = f.n, OpQueued, now, 0, 0
-	r.algo, r.err, r.desc, r.fp, r.to, r.from = "", "", op.desc, op.fp, op.coll.to, op.coll.from
+	r.algo, r.err, r.desc, r.fp, r.to, r.from = "", "", op.ext, op.fp, op.coll.to, op.coll.from
 	if running {
 		r.state, r.started = OpRunning, now
 	}

@@ -261,6 +261,63 @@ func TestBlockingCallAllocatesNothing(t *testing.T) {
 	})
 }
 
+// A BatchSendRecv of up to four ops and an AllToAllV of up to eight ranks allocate one
+// object per call on the fast path (group.go): the copy of its ops or counts that the
+// flight recorder names it by (batchCall, allToAllV). Before, a batch allocated three
+// (the copy, its description, a closure). Over the echo links of
+// TestBlockingCallAllocatesNothing, whose "peer" sends back what this rank sent.
+func TestGroupCallsAllocateOnce(t *testing.T) {
+	if raceEnabledExt {
+		t.Skip("-race instruments allocations; the plain go test ./... runs this")
+	}
+	ctx := context.Background()
+	fast := echoComms(t, "echo-try-bench")
+	out, in, in2 := []float32{1, 2, 3}, make([]float32, 3), make([]float32, 2)
+	// The echo keeps the last message: two sends of the same data, two receives.
+	ops := []goccl.P2POp{
+		goccl.SendOp(goccl.HostSlice(out[1:]), 2, goccl.Float32, 1),
+		goccl.SendOp(goccl.HostSlice(out[1:]), 2, goccl.Float32, 1),
+		goccl.RecvOp(goccl.HostSlice(in[1:]), 2, goccl.Float32, 1),
+		goccl.RecvOp(goccl.HostSlice(in2), 2, goccl.Float32, 1),
+	}
+	counts := []int{1, 2}
+	for _, call := range []struct {
+		what string
+		run  func() error
+		want []float32
+	}{
+		{"a batch of four ops", func() error { return fast[0].BatchSendRecv(ctx, ops) }, []float32{0, 2, 3}},
+		// Block 1 (two elements) goes to the echo and comes back; block 0 is this
+		// rank's own.
+		{"an AllToAllV", func() error {
+			return fast[0].AllToAllV(ctx, goccl.HostSlice(out), counts, goccl.HostSlice(in), counts, goccl.Float32)
+		}, []float32{1, 2, 3}},
+	} {
+		clear(in)
+		var callErr error
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := call.run(); err != nil && callErr == nil {
+				callErr = err
+			}
+		})
+		if callErr != nil {
+			t.Fatalf("%s: %v", call.what, callErr)
+		}
+		if fmt.Sprint(in) != fmt.Sprint(call.want) {
+			t.Fatalf("%s: received %v, want %v", call.what, in, call.want)
+		}
+		if allocs > 1 {
+			t.Fatalf("%s allocated %.2f times per call, want at most 1", call.what, allocs)
+		}
+	}
+	if in2[0] != 2 || in2[1] != 3 {
+		t.Fatalf("the batch's second receive got %v, want [2 3]", in2)
+	}
+	if s := fast[0].Stats().ByAlgo["p2p"]; s.Calls < 2*201 {
+		t.Fatalf("Stats counted %d p2p calls, want at least %d", s.Calls, 2*201)
+	}
+}
+
 // The ring's and the double tree's steps at more than two ranks were built per call: the
 // ring's by append, 2.6 KiB in 9 pieces per call and rank, the tree's serial plan 1.3 KiB
 // in 18, which a process with a large heap (rare collections) paid for in page faults

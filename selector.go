@@ -166,13 +166,15 @@ func (c *Comm) SetAlgo(spec string) error {
 	if err != nil {
 		return err
 	}
-	return c.submit(&Work{ctx: context.Background(), opSpec: opSpec{desc: stringer("set algo " + spec), run: func(context.Context, *Work) error {
-		sel.model = c.sel.Load().model
-		c.sel.Store(sel)
-		return nil
-	}}}).Wait(context.Background())
+	return c.submit(&Work{ctx: context.Background(), opSpec: opSpec{ext: &setAlgo{spec: spec, sel: sel}}}).Wait(context.Background())
 }
 
-type stringer string
+// setAlgo is SetAlgo's operation: it puts sel, parsed from spec, in place in its turn
+// (runExt).
+type setAlgo struct {
+	spec string
+	sel  *selector
+}
 
-func (s stringer) String() string { return string(s) }
+func (s *setAlgo) String() string                { return "set algo " + s.spec }
+func (s *setAlgo) failed() transport.Fingerprint { return transport.Fingerprint{} }

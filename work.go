@@ -30,16 +30,15 @@ type Work struct {
 
 // opSpec is what an operation does.
 type opSpec struct {
-	run   func(ctx context.Context, w *Work) error // nil for a collective or SendRecv: coll says what to run
+	ext   extOp // nil for a collective or SendRecv: coll says what to run
 	coll  call
 	fp    transport.Fingerprint // coll's, computed once (fingerprint)
-	desc  fmt.Stringer          // what run does, for the flight recorder and trace; formatted only when read
 	bytes int                   // user bytes, for Stats
 }
 
 // prepare fills in what a collective's call implies: its fingerprint and its size.
 func (op *opSpec) prepare() {
-	if op.run == nil {
+	if op.ext == nil {
 		op.fp, op.bytes = op.coll.fingerprint(), op.coll.count*op.coll.dt.Size()
 	}
 }
@@ -111,8 +110,8 @@ func (w *Work) finish(err error) {
 
 // describe names the operation for traces.
 func (op *opSpec) describe() string {
-	if op.desc != nil {
-		return op.desc.String()
+	if op.ext != nil {
+		return op.ext.String()
 	}
 	return opName(op.fp, op.coll.to, op.coll.from)
 }
@@ -311,7 +310,7 @@ func (c *Comm) execute(w *Work, start int64) int64 {
 // inline Work of runSync, or a queued one (execute, op is w's own).
 func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 	var hdr transport.Header
-	coll := op.run == nil && op.coll.kind != KindSendRecv // takes the next collective header
+	coll := op.ext == nil && op.coll.kind != KindSendRecv // takes the next collective header
 	if coll {
 		hdr = transport.Header{Seq: c.seq + 1, Fp: op.fp}
 	}
@@ -338,8 +337,8 @@ func (c *Comm) run(w *Work, op *opSpec, start int64, p opPrep) int64 {
 	} else {
 		c.arm(w.ctx)
 		switch k := &op.coll; {
-		case op.run != nil:
-			err = op.run(&c.op, w)
+		case op.ext != nil:
+			err = c.runExt(&c.op, w, op.ext)
 		case !coll:
 			w.algo = "p2p"
 			if err = c.runP2P(&c.op, op); err != nil {
