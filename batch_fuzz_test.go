@@ -119,4 +119,20 @@ func checkPassedBatch(t *testing.T, c *Comm, ops []P2POp, offs []int) {
 			}
 		}
 	}
+	// receivesInto (the binary search runBatch asks whether a send's memory is
+	// written) against every host receive, for each host op's bytes.
+	for i, a := range ops {
+		if a.Buf.Kind() != transport.Host {
+			continue
+		}
+		p := a.Buf.Bytes()[:a.Count*a.DType.Size()]
+		want := false
+		for j, b := range ops {
+			nb := b.Count * b.DType.Size()
+			want = want || b.Recv && b.Buf.Kind() == transport.Host && len(p) > 0 && nb > 0 && offs[i] < offs[j]+nb && offs[j] < offs[i]+len(p)
+		}
+		if got := c.receivesInto(p); got != want {
+			t.Fatalf("receivesInto(op %d: %v at %d) = %v, want %v; ops %v", i, a, offs[i], got, want, ops)
+		}
+	}
 }
