@@ -70,8 +70,9 @@ func (c *Comm) fastExt(ctx context.Context, w *Work, op *opSpec) (done bool, err
 // gave are taken back and the call takes the general path. Where a later one does not
 // (a full ring, a larger message), the books are kept and fastRest sends it and the
 // rest beside the receives; written says whether the call writes any byte of a send's
-// memory (a receive, or the block to the rank itself). A send that left did so before anything was written, so
-// what it carried is its buffer from before the call, in place or not.
+// memory (a receive, or the block to the rank itself). A send that left did so before
+// anything was written, so what it carried is its buffer from before the call, in
+// place or not.
 func (c *Comm) fastXfers(ctx context.Context, w *Work, op *opSpec, xs []xfer, byPeer bool, written func([]byte) bool, self func()) (done bool, err error) {
 	sends := c.fast.groupSends[:0] // counted and flushed once the books are kept
 	defer func() { clear(sends); c.fast.groupSends = sends[:0] }()
