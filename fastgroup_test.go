@@ -345,3 +345,51 @@ func TestReceivesInto(t *testing.T) {
 		require.Equal(t, want, c.receivesInto(p), "big[%d:%d]", b[0], b[1])
 	}
 }
+
+// Queued batches and AllToAllVs take the fast path when they run (execute), as queued
+// collectives do, and finish with their values and books.
+func TestFastGroupAsync(t *testing.T) {
+	const world, calls = 2, 20
+	comms := shmLocal(t, world, WithTimeout(20*time.Second))
+	errs := runRanksInternal(comms, func(c *Comm) error {
+		ctx := context.Background()
+		r := c.rank
+		before := c.fast.groups
+		for call := range calls {
+			ops, recvNext, recvPrev := halo(r, world, 5, 2*call, call%2 == 0)
+			send, sc, rc, recvN := p2ptest.Blocks(r, world, 4, call, func(src, dst int) int { return 3 + src + 2*dst })
+			recv := make([]byte, recvN)
+			wb := c.BatchSendRecvAsync(ctx, ops)
+			wa := c.AllToAllVAsync(ctx, Host(send), sc, Host(recv), rc, Int32)
+			if err := wa.Wait(ctx); err != nil {
+				return fmt.Errorf("rank %d, AllToAllVAsync %d: %w", r, call, err)
+			}
+			if err := wb.Wait(ctx); err != nil {
+				return fmt.Errorf("rank %d, BatchSendRecvAsync %d: %w", r, call, err)
+			}
+			if err := p2ptest.Check(recvPrev, 1-r, r, 2*call); err != nil {
+				return fmt.Errorf("rank %d, batch %d: %w", r, call, err)
+			}
+			if err := p2ptest.Check(recvNext, 1-r, r, 2*call+1); err != nil {
+				return fmt.Errorf("rank %d, batch %d: %w", r, call, err)
+			}
+			if err := p2ptest.CheckBlocks(recv, r, 4, call, rc); err != nil {
+				return fmt.Errorf("rank %d, AllToAllV %d: %w", r, call, err)
+			}
+		}
+		if got := c.fast.groups - before; got < 2*calls-2 {
+			return fmt.Errorf("rank %d: %d of %d queued calls took the fast path", r, got, 2*calls)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	for _, c := range comms {
+		s := c.Stats()
+		require.EqualValues(t, 2*calls, s.ByAlgo["p2p"].Calls, "rank %d: %v", c.rank, s.ByAlgo)
+		for _, rec := range c.FlightRecord() {
+			require.Equal(t, OpDone, rec.State, "rank %d op %s", c.rank, rec.Op)
+		}
+	}
+}
