@@ -689,7 +689,9 @@ func (c *Comm) obsLink(peer int) *obsConn {
 
 // fastBegin keeps a fast call's books at its start, once its message has left: the
 // clock (and the counter's, see tscClock), the flight record, the deadline, the
-// caller's context armed. hdr is a collective's header, nil for a SendRecv.
+// caller's context armed. hdr is a collective's header, nil for a point-to-point call;
+// recvOn is the link the call will receive over (nil for none or several), and sends
+// are the messages it sent before, counted here.
 func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, recvOn *linkState, sends ...sentTo) (start, tick int64, p opPrep) {
 	start, tick = c.fast.clock.now()
 	p = c.prep(ctx, start)
