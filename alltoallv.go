@@ -26,23 +26,42 @@ import (
 // fits the links' eager size; where every link is NCCL's, as NCCL's grouped sends and
 // receives.
 func (c *Comm) AllToAllV(ctx context.Context, send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) error {
-	op := c.allToAllVSpec(send, sendCounts, recv, recvCounts, dt)
-	return c.runSync(ctx, &op)
+	a, fresh := c.a2avHome.take()
+	if fresh {
+		a.home = &c.a2avHome
+	}
+	a.hold()
+	op := a.spec(send, sendCounts, recv, recvCounts, dt)
+	err := c.runSync(ctx, &op)
+	a.release()
+	return err
 }
 
 // AllToAllVAsync queues an AllToAllV. The count slices may be reused at once; the
 // buffers only once the Work is done.
 func (c *Comm) AllToAllVAsync(ctx context.Context, send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) *Work {
-	return c.submit(&Work{ctx: ctx, opSpec: c.allToAllVSpec(send, sendCounts, recv, recvCounts, dt)})
+	return c.submit(&Work{ctx: ctx, opSpec: new(allToAllV).spec(send, sendCounts, recv, recvCounts, dt)})
 }
 
 // allToAllV is one AllToAllV call, its counts copied (an asynchronous call's caller
-// may reuse them), in the same allocation as the call up to a2avInline ranks.
+// may reuse them), in the same allocation as the call up to a2avInline ranks. A
+// blocking call's comes from the communicator's home and goes back to it (descHome).
 type allToAllV struct {
 	send, recv             Buffer
 	sendCounts, recvCounts []int
 	dt                     DType
 	inline                 [2 * a2avInline]int
+	holders
+	home *descHome[allToAllV] // nil: a queued call's
+}
+
+// release lets one holder of a homed allToAllV go (descHome); the last clears the
+// caller's buffers out of it and hands it back.
+func (a *allToAllV) release() {
+	if a.home != nil && a.drop() {
+		a.send, a.recv, a.sendCounts, a.recvCounts = Buffer{}, Buffer{}, nil, nil
+		a.home.spare.Store(a)
+	}
 }
 
 const a2avInline = 8
@@ -69,8 +88,10 @@ func countsString(xs []int) string {
 	return b.String()
 }
 
-func (c *Comm) allToAllVSpec(send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) opSpec {
-	a := &allToAllV{send: send, recv: recv, dt: dt}
+// spec fills a in with the call's arguments, its counts copied, and returns the
+// operation that runs it.
+func (a *allToAllV) spec(send Buffer, sendCounts []int, recv Buffer, recvCounts []int, dt DType) opSpec {
+	a.send, a.recv, a.dt = send, recv, dt
 	counts := a.inline[:0]
 	if len(sendCounts)+len(recvCounts) > len(a.inline) {
 		counts = make([]int, 0, len(sendCounts)+len(recvCounts))
@@ -193,11 +214,9 @@ func (c *Comm) allToAllVXfers(a *allToAllV, s, r []byte) (xs []xfer, selfSrc, se
 	xs = sc.xs
 	for d := 1; d < c.size; d++ {
 		p := (c.rank + d) % c.size
-		fp := (&call{kind: transport.KindAllToAllV, count: a.sendCounts[p], dt: a.dt}).fingerprint()
-		xs = append(xs, c.p2pXfer(p, false, fp, s[so[p]:so[p+1]]))
+		xs = c.p2pXfer(xs, p, false, transport.KindAllToAllV, a.sendCounts[p], a.dt, s[so[p]:so[p+1]])
 		q := (c.rank - d + c.size) % c.size
-		fp.Count = uint64(a.recvCounts[q])
-		xs = append(xs, c.p2pXfer(q, true, fp, r[ro[q]:ro[q+1]]))
+		xs = c.p2pXfer(xs, q, true, transport.KindAllToAllV, a.recvCounts[q], a.dt, r[ro[q]:ro[q+1]])
 	}
 	sc.xs = xs
 	return xs, s[so[c.rank]:so[c.rank+1]], r[ro[c.rank]:ro[c.rank+1]]

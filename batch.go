@@ -63,8 +63,16 @@ func (o P2POp) String() string {
 // call on this rank with ErrInvalid before anything is sent, and the peers' calls with
 // an error that names this rank.
 func (c *Comm) BatchSendRecv(ctx context.Context, ops []P2POp) error {
-	op := c.batchSpec(ops)
-	return c.runSync(ctx, &op)
+	b, fresh := c.batchHome.take()
+	if fresh {
+		b.home = &c.batchHome
+	}
+	b.hold()
+	b.ops = append(b.inline[:0], ops...)
+	op := opSpec{ext: b, bytes: batchBytes(b.ops)}
+	err := c.runSync(ctx, &op)
+	b.release()
+	return err
 }
 
 // BatchSendRecvAsync queues a BatchSendRecv. ops may be reused at once; their buffers
@@ -77,21 +85,39 @@ func (c *Comm) BatchSendRecvAsync(ctx context.Context, ops []P2POp) *Work {
 // fast path (fastBatch).
 func (c *Comm) batchSpec(ops []P2POp) opSpec {
 	b := newBatchCall(ops)
+	return opSpec{ext: b, bytes: batchBytes(b.ops)}
+}
+
+// batchBytes is what ops carry, for Stats (bad ops count nothing).
+func batchBytes(ops []P2POp) int {
 	bytes := 0
-	for _, o := range b.ops {
+	for _, o := range ops {
 		if o.DType.Valid() && o.Count > 0 {
 			bytes += o.Count * o.DType.Size()
 		}
 	}
-	return opSpec{ext: b, bytes: bytes}
+	return bytes
 }
 
 // batchCall is one BatchSendRecv: its ops, copied (an asynchronous call's caller may
 // reuse its slice, and the flight recorder names them after the call), in the same
-// allocation as the call up to batchInline ops.
+// allocation as the call up to batchInline ops. A blocking call's comes from the
+// communicator's home and goes back to it (descHome).
 type batchCall struct {
 	ops    []P2POp
 	inline [batchInline]P2POp
+	holders
+	home *descHome[batchCall] // nil: a queued call's
+}
+
+// release lets one holder of a homed batchCall go (descHome); the last clears the
+// caller's buffers out of it and hands it back.
+func (b *batchCall) release() {
+	if b.home != nil && b.drop() {
+		clear(b.inline[:])
+		b.ops = nil
+		b.home.spare.Store(b)
+	}
 }
 
 // batchInline is how many ops a batchCall holds without a second allocation: a halo
@@ -112,12 +138,6 @@ func (b *batchCall) failed() transport.Fingerprint { return batchFingerprint }
 
 // batchFingerprint is what a failed batch tells its peers it was in (failOp).
 var batchFingerprint = transport.Fingerprint{Kind: KindSendRecv, Root: -1}
-
-// p2pFingerprint is the fingerprint of a message of count elements of dt on the
-// point-to-point sequence, as SendRecv's.
-func p2pFingerprint(count int, dt DType) transport.Fingerprint {
-	return (&call{kind: KindSendRecv, count: count, dt: dt, root: -1}).fingerprint()
-}
 
 // String names a batch in the flight recorder: formatted only when read.
 func (b *batchCall) String() string {
@@ -207,7 +227,7 @@ func (c *Comm) runBatch(ctx context.Context, ops []P2POp) (err error) {
 	selfRecv := 0 // the next receive from this rank itself
 	for i, o := range ops {
 		if o.Peer != c.rank {
-			xs = append(xs, c.p2pXfer(o.Peer, o.Recv, p2pFingerprint(o.Count, o.DType), bufs[i]))
+			xs = c.p2pXfer(xs, o.Peer, o.Recv, KindSendRecv, o.Count, o.DType, bufs[i])
 			continue
 		}
 		if !o.Recv { // checkBatch paired it with a receive of the same size
@@ -273,7 +293,8 @@ type span struct {
 
 // recvSpans appends to sp the memory the receives of ops write, sorted.
 func recvSpans(sp []span, ops []P2POp) []span {
-	for i, o := range ops {
+	for i := range ops {
+		o := &ops[i] // not a copy: see p2pXfer
 		n := uintptr(o.Count * o.DType.Size())
 		if !o.Recv || n == 0 {
 			continue
@@ -319,15 +340,25 @@ func (c *Comm) receivesInto(p []byte) bool {
 	return i < len(sp) && sp[i].space == -1 && sp[i].lo < lo+uintptr(len(p))
 }
 
-// p2pXfer is the next message to or from peer on the point-to-point sequence the two
-// ranks share (that of Send, Recv and SendRecv).
-func (c *Comm) p2pXfer(peer int, recv bool, fp transport.Fingerprint, buf []byte) xfer {
+// p2pXfer appends to xs the next message to or from peer on the point-to-point
+// sequence the two ranks share (that of Send, Recv and SendRecv): count elements of dt
+// in buf, of a SendRecv (a batch's) or an AllToAllV (kind), with the fingerprint
+// call.fingerprint gives them (TestP2PXferFingerprint). It fills the new element
+// field by field: an xfer or a fingerprint built and then copied in stalled the copy's
+// wide loads on the narrow stores that built it, a sixth of a small batch's own time
+// (BENCHMARKS.md, "Speed", 42a).
+func (c *Comm) p2pXfer(xs []xfer, peer int, recv bool, kind Kind, count int, dt DType, buf []byte) []xfer {
 	seq := &c.sendSeq[peer]
 	if recv {
 		seq = &c.recvSeq[peer]
 	}
 	*seq++
-	return xfer{peer: peer, recv: recv, h: transport.Header{Seq: *seq, Fp: fp}, buf: buf}
+	xs = append(xs, xfer{})
+	x := &xs[len(xs)-1]
+	x.peer, x.recv, x.buf, x.h.Seq = peer, recv, buf, *seq
+	f := &x.h.Fp
+	f.Kind, f.DType, f.Op, f.Count, f.Root = kind, dt, Sum, uint64(count), -1
+	return xs
 }
 
 // runXfers sends and receives xs and returns the first error.

@@ -54,12 +54,14 @@ type Comm struct {
 	loopDone  chan struct{}
 	watchStop chan struct{} // closed by Close once no operation runs: the watchdog returns
 	watchDone chan struct{}
-	seq       uint64       // operations issued so far; touched only under execMu
-	sendSeq   []uint64     // point-to-point messages sent to each peer
-	recvSeq   []uint64     // and received from it
-	p2p       p2pHelper    // runs SendRecv's receives beside their sends (p2p.go); under execMu
-	batch     batchScratch // what BatchSendRecv and AllToAllV reuse from call to call (batch.go); under execMu
-	lanes     laneWorkers  // and the goroutines that run their lanes beside the caller
+	seq       uint64              // operations issued so far; touched only under execMu
+	sendSeq   []uint64            // point-to-point messages sent to each peer
+	recvSeq   []uint64            // and received from it
+	p2p       p2pHelper           // runs SendRecv's receives beside their sends (p2p.go); under execMu
+	batch     batchScratch        // what BatchSendRecv and AllToAllV reuse from call to call (batch.go); under execMu
+	lanes     laneWorkers         // and the goroutines that run their lanes beside the caller
+	batchHome descHome[batchCall] // blocking BatchSendRecvs' descriptions, reused (reuse.go)
+	a2avHome  descHome[allToAllV] // and AllToAllVs'
 	splitSeq  atomic.Uint64
 	shareSeq  atomic.Uint64 // AllocShared calls so far
 

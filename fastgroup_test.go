@@ -393,3 +393,19 @@ func TestFastGroupAsync(t *testing.T) {
 		}
 	}
 }
+
+// p2pXfer writes a message's fingerprint field by field; it must be the one
+// call.fingerprint gives a SendRecv or an AllToAllV of the same count and dtype, which
+// the peer's Send, SendRecv or general path expects.
+func TestP2PXferFingerprint(t *testing.T) {
+	c := shmLocal(t, 1)[0]
+	for _, kind := range []Kind{KindSendRecv, transport.KindAllToAllV} {
+		for dt := range DType(10) {
+			for _, count := range []int{0, 1, 7, 1 << 20} {
+				xs := c.p2pXfer(nil, 0, count%2 == 0, kind, count, dt, nil)
+				want := (&call{kind: kind, count: count, dt: dt, op: Max, root: 3}).fingerprint()
+				require.Equal(t, want, xs[0].h.Fp, "%s of %d %s", kind, count, dt)
+			}
+		}
+	}
+}

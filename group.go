@@ -172,7 +172,7 @@ func (c *Comm) fastBatch(ctx context.Context, w *Work, op *opSpec, b *batchCall)
 	xs := sc.xs
 	for i := range ops {
 		o := &ops[i]
-		xs = append(xs, c.p2pXfer(o.Peer, o.Recv, p2pFingerprint(o.Count, o.DType), o.Buf.Bytes()[:o.Count*o.DType.Size()]))
+		xs = c.p2pXfer(xs, o.Peer, o.Recv, KindSendRecv, o.Count, o.DType, o.Buf.Bytes()[:o.Count*o.DType.Size()])
 	}
 	sc.xs = xs
 	return c.fastXfers(ctx, w, op, xs, true, c.receivesInto, nil)

@@ -329,6 +329,9 @@ func (f *flight) queued(w *Work, op *opSpec, now int64, running bool) {
 	f.n++
 	w.rec = f.n
 	r := &f.ops[(f.n-1)%flightRecords]
+	if d, ok := r.desc.(released); ok {
+		d.release() // the overwritten record lets its description go (descHome)
+	}
 	r.seq, r.state, r.queued, r.started, r.finished = f.n, OpQueued, now, 0, 0
 	r.algo, r.err, r.desc, r.fp, r.to, r.from = "", "", op.ext, op.fp, op.coll.to, op.coll.from
 	if running {
