@@ -620,8 +620,8 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 // fastP2P runs a blocking SendRecv, Send or Recv of host memory on the fast path if it
 // may (done) and returns its error; the caller holds execMu and releases it after. As
 // for the two-rank AllReduce, the message goes first when the link takes it at once
-// (transport.TrySender; over shm up to 2 KiB), then the books, then the receive; the
-// end is left pending. Over shm that took an 8-byte ping-pong's round trip (a Send and
+// (transport.TrySender; shm up to 2 KiB, tcp 16 KiB), then the books, then the
+// receive; the end is left pending. Over shm that took an 8-byte ping-pong's round trip (a Send and
 // a Recv on each rank) from 1.23-1.27 to 0.90-0.92 us (BENCHMARKS.md, "Speed", 34c).
 // Any world size: a point-to-point call uses only its peers' links.
 func (c *Comm) fastP2P(ctx context.Context, w *Work, op *opSpec) (done bool, err error) {

@@ -61,9 +61,9 @@ func (c *Comm) fastExt(ctx context.Context, w *Work, op *opSpec) (done bool, err
 // (numbered by p2pXfer), on the fast path if it may (done) and returns the call's
 // error; the caller holds execMu and releases it after. As for fastP2P: the sends
 // first, in the order of xs, each where its link takes it at once
-// (transport.TrySender; over shm up to 2 KiB), then the books, then self (the block a
-// rank sends itself; nil for none), then the receives on the calling goroutine in the
-// order of xs, as runXfers runs them, and the end left pending (BENCHMARKS.md,
+// (transport.TrySender; shm up to 2 KiB, tcp 16 KiB), then the books, then self (the
+// block a rank sends itself; nil for none), then the receives on the calling goroutine
+// in the order of xs, as runXfers runs them, and the end left pending (BENCHMARKS.md,
 // "Speed", 41).
 //
 // Where the first send does not go at once, nothing has happened: the numbers p2pXfer

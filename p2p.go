@@ -68,7 +68,7 @@ func (c *Comm) runP2P(ctx context.Context, op *opSpec) error {
 	if sendPeer >= 0 {
 		c.sendSeq[sendPeer]++
 		h = transport.Header{Seq: c.sendSeq[sendPeer], Fp: fp}
-		// A message the link takes at once (transport.TrySender: over shm up to 2 KiB)
+		// A message the link takes at once (transport.TrySender: over shm up to 2 KiB, tcp 16 KiB)
 		// has left before the receive begins: the receive then runs on this goroutine,
 		// and an in-place call needs no copy of what goes out.
 		sent = c.trySend(sendPeer, h, sb[:n])

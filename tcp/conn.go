@@ -46,7 +46,9 @@ type conn struct {
 	wv     [2][]byte
 	iov    [2]syscall.Iovec
 	wlanes []lane
-	slane  lane // sendSmall's
+	slane  lane          // sendSmall's and TrySend's
+	tail   chan struct{} // closed once the rest of a message TrySend began is written; nil: none (trysend.go)
+	tails  int           // TrySends that left a tail, for tests
 	wio    ioState
 	// Recv side (one Recv at a time).
 	rhdr      [transport.FrameHeaderSize]byte
@@ -135,6 +137,9 @@ func (c *conn) striped(n int) bool { return n >= c.stripeMin }
 
 // Send writes one message: header and payload in one write when small, striped when large.
 func (c *conn) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	if err := c.waitTail(ctx); err != nil {
+		return err
+	}
 	if err := c.unusable("send to"); err != nil {
 		return err
 	}

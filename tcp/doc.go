@@ -14,9 +14,13 @@
 // contiguous part per socket (cut on 64-byte boundaries), which the calling goroutine
 // moves itself, straight from and into the caller's buffers: it writes or reads
 // whichever sockets are ready without blocking and parks on the netpoller only when
-// none is, so a large message costs no goroutine hand-offs. A link has no goroutines of
-// its own. The receiver checks each header against what it expects, so ranks that
-// disagree get a *transport.MismatchError, not garbage. Links report how much they
+// none is, so a large message costs no goroutine hand-offs. A message of at most 16 KiB
+// may also go with TrySend (transport.TrySender): one non-blocking write, or nothing
+// when the socket has no room, so goccl's fast paths and batches send it from the
+// caller; when the socket takes only part of it, a goroutine writes the rest and the
+// link's next send waits for it, the only goroutine a link ever starts. The receiver
+// checks each header against what it expects, so ranks that disagree get a
+// *transport.MismatchError, not garbage. Links report how much they
 // buffer without the receiver (transport.Eager: a quarter of the send buffer).
 //
 // Failures are final for a link: a cancelled context (it sets a past deadline on the

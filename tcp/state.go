@@ -132,7 +132,8 @@ func (c *conn) shutdown() {
 }
 
 // Close tears the link down; blocked calls on this side return ErrClosed and the peer
-// sees the link lost. A link has no goroutines of its own, so none outlives it.
+// sees the link lost. The one goroutine a link may start, the tail of a TrySend
+// (trysend.go), ends with its write, at the latest when the sockets close here.
 func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.mu.Lock()

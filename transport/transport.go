@@ -161,6 +161,10 @@ type Eager interface {
 // travels). Flush ends that: the caller calls it once before it waits for anything,
 // and it wakes a receiver that went to sleep. A receiver that sleeps through a missing
 // Flush still finds the message when its sleep times out.
+//
+// shm takes a message of up to 2 KiB with its record into free ring space; tcp one of
+// up to 16 KiB with one non-blocking write, finishing on a goroutine of the link's a
+// message the socket took only in part (the link's next send waits for it).
 type TrySender interface {
 	TrySend(h Header, payload []byte) (sent bool, err error)
 	Flush()
