@@ -345,7 +345,7 @@ func (c *Comm) receivesInto(p []byte) bool {
 // in buf, of a SendRecv (a batch's) or an AllToAllV (kind), with the fingerprint
 // call.fingerprint gives them (TestP2PXferFingerprint). It fills the new element
 // field by field: an xfer or a fingerprint built and then copied in stalled the copy's
-// wide loads on the narrow stores that built it, a sixth of a small batch's own time
+// wide loads on the narrow stores that built it, a fifth of a small batch's own time
 // (BENCHMARKS.md, "Speed", 42a).
 func (c *Comm) p2pXfer(xs []xfer, peer int, recv bool, kind Kind, count int, dt DType, buf []byte) []xfer {
 	seq := &c.sendSeq[peer]
