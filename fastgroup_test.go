@@ -292,12 +292,17 @@ func TestFastGroupTimesOutAndMixed(t *testing.T) {
 	comms[1].obsLink(0).try = try
 
 	before[0] = comms[0].fast.groups
+	wire := comms[0].Stats().Transport["shm"]
 	start := time.Now()
 	got := make([]byte, 8)
 	err := comms[0].BatchSendRecv(context.Background(), []P2POp{SendOp(Host(make([]byte, 8)), 8, Uint8, 1), RecvOp(Host(got), 8, Uint8, 1)})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, transport.ErrTimeout), "%v", err)
 	require.Contains(t, err.Error(), "recv from rank 1")
+	require.Contains(t, err.Error(), "timed out waiting to receive from rank 1", "the observer's words: who this rank waited for")
+	w := comms[0].Stats().Transport["shm"]
+	require.Equal(t, wire.Received, w.Received, "a receive that failed is not counted")
+	require.GreaterOrEqual(t, w.Sent, wire.Sent+8, "the send that left is")
 	require.Less(t, time.Since(start), 10*timeout)
 	require.Equal(t, before[0]+1, comms[0].fast.groups, "the call did not take the fast path")
 	require.Error(t, comms[0].Err())

@@ -351,7 +351,7 @@ func (c *Comm) fastExchange(ctx context.Context, w *Work, op *opSpec, name strin
 	// receive's mark. A receive that succeeds is counted and unmarked when its end is
 	// settled.
 	o, s := c.fast.obs, c.fast.obs.state
-	r.start, r.tick, r.p = c.fastBegin(ctx, w, op, name, &r.hdr, s, sentTo{s: s, n: len(send)})
+	r.start, r.tick, r.p = c.fastBegin(ctx, w, op, name, &r.hdr, s, nil, sentTo{s: s, n: len(send)})
 	c.fast.try.Flush()
 	if err = c.fast.raw.Recv(&c.op, th, theirs); err != nil {
 		err = o.settle(err, &s.recvSince, &s.received, len(theirs), "receive from", r.start)
@@ -578,7 +578,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 		}
 		c.seq = hdr.Seq
 		c.fast.pairs++
-		start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, nil, sentTo{s: s, n: n})
+		start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, nil, nil, sentTo{s: s, n: n})
 		c.fast.try.Flush()
 		switch k.kind {
 		case KindBroadcast:
@@ -597,7 +597,7 @@ func (c *Comm) fastOneWay(ctx context.Context, w *Work, op *opSpec) (done bool, 
 	}
 	c.seq = hdr.Seq
 	c.fast.pairs++
-	start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, s)
+	start, tick, pp := c.fastBegin(ctx, w, op, p.name, &hdr, s, nil)
 	err = c.fast.raw.Recv(&c.op, th, into)
 	if err != nil {
 		err = c.fast.obs.settle(err, &s.recvSince, &s.received, n, "receive from", start)
@@ -659,7 +659,7 @@ func (c *Comm) fastP2P(ctx context.Context, w *Work, op *opSpec) (done bool, err
 	if in != nil {
 		recvOn = in.state
 	}
-	start, tick, p := c.fastBegin(ctx, w, op, "p2p", nil, recvOn, sentTo{s: sendOn, n: n})
+	start, tick, p := c.fastBegin(ctx, w, op, "p2p", nil, recvOn, nil, sentTo{s: sendOn, n: n})
 	if out != nil {
 		out.try.Flush()
 	}
@@ -691,8 +691,9 @@ func (c *Comm) obsLink(peer int) *obsConn {
 // clock (and the counter's, see tscClock), the flight record, the deadline, the
 // caller's context armed. hdr is a collective's header, nil for a point-to-point call;
 // recvOn is the link the call will receive over (nil for none or several), and sends
-// are the messages it sent before, counted here.
-func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, recvOn *linkState, sends ...sentTo) (start, tick int64, p opPrep) {
+// are the messages it sent before, counted here, as are the receives among recvs (a
+// group's messages, which fastRecvs runs after).
+func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, hdr *transport.Header, recvOn *linkState, recvs []xfer, sends ...sentTo) (start, tick int64, p opPrep) {
 	start, tick = c.fast.clock.now()
 	p = c.prep(ctx, start)
 	p.cancelled = false // it has started: a context done by now cancels it (arm)
@@ -702,9 +703,14 @@ func (c *Comm) fastBegin(ctx context.Context, w *Work, op *opSpec, algo string, 
 			relstore.Int64(&s.recvSince, 0)
 		}
 	}
-	for _, x := range sends {
-		if x.s != nil {
+	for i := range sends {
+		if x := &sends[i]; x.s != nil {
 			x.s.fastSent += uint64(x.n)
+		}
+	}
+	for i := range recvs {
+		if x := &recvs[i]; x.recv {
+			c.linkStates[x.peer].fastReceived += uint64(len(x.buf))
 		}
 	}
 	if recvOn != nil {
