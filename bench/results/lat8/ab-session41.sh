@@ -4,37 +4,7 @@
 # AllToAllV, whose descriptions are now reused) and over tcp (whose links now take
 # TrySend). From the repository root:
 #   git worktree add /tmp/oldtree ca21d0b && (cd /tmp/oldtree && go build -o /tmp/old-goccl ./cmd/goccl && go build -o /tmp/old-lat ./bench/lat)
-#   go build -o bench/bin/goccl ./cmd/goccl && go build -o bench/bin/lat ./bench/lat
 #   bash bench/results/lat8/ab-session41.sh OUT.tsv [ROUNDS]   # prints medians
 cd "$(dirname "$0")/../../.."
-out=${1:-/tmp/ab42.tsv}; : > "$out"
-for round in $(seq "${2:-4}"); do
- for np in 2 3 4; do
-  for tr in shm tcp; do
-   ops="neighbors alltoallv"; n=50000; w=5000
-   [[ $tr == shm && $np == 2 ]] && n=200000 && w=20000
-   [[ $tr == tcp ]] && ops="allreduce sendrecv barrier alltoall alltoallv neighbors" && n=5000 && w=500
-   for op in $ops; do
-    for v in old new; do
-     if [[ $v == old ]]; then G=/tmp/old-goccl; L=/tmp/old-lat; else G=bench/bin/goccl; L=bench/bin/lat; fi
-     t=$(GOCCL_TRANSPORT=$tr $G run -n $np -- $L -op $op -count 2 -n $n -warm $w 2>&1 | tail -1 | awk '{print $(NF-1)}')
-     echo -e "$round\t$tr\t$np\t$op\t$v\t$t" >> "$out"
-    done
-   done
-  done
- done
-done
-python3 - "$out" <<'PY'
-import statistics, collections, sys
-d = collections.defaultdict(list)
-for l in open(sys.argv[1]):
-    r, tr, np, op, v, t = l.split()
-    d[(tr, int(np), op, v)].append(float(t))
-print("| transport | ranks | call | old (ca21d0b), us | new, us | new / old |")
-print("|---|---:|---|---|---|---|")
-for (tr, np, op, v) in sorted(d):
-    if v != "old":
-        continue
-    o, n = d[(tr, np, op, "old")], d[(tr, np, op, "new")]
-    print(f"| {tr} | {np} | {op} | {statistics.median(o):.2f} ({min(o):.2f}-{max(o):.2f}) | {statistics.median(n):.2f} ({min(n):.2f}-{max(n):.2f}) | {statistics.median(n)/statistics.median(o):.2f}x |")
-PY
+OLD_REV=ca21d0b SHM_OPS="neighbors alltoallv" TCP_OPS="allreduce sendrecv barrier alltoall alltoallv neighbors" \
+  exec bash bench/lat_ab.sh "${1:-/tmp/ab42.tsv}" "${2:-4}"
