@@ -94,6 +94,66 @@ func TestShmEagerBoundaryMatrix(t *testing.T) {
 	}
 }
 
+// Over tcp (1 MiB eager size, 2 MiB chunks) two ranks' ring swaps an AllReduce's whole
+// input in one exchange up to algos.RingExchangeMax and runs its two steps of half the
+// input each above it (ring.Algorithm.ExchangeTag, TestExchangeBoundary); both sides of
+// that line, and sizes up to and past the eager size, must give the reference result
+// between real sockets, in place (eagerCase) and out of place.
+func TestTCPTwoRankExchangeBoundary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	comms, err := InitLocal(ctx, 2, WithTransport("tcp"))
+	require.NoError(t, err)
+	defer func() {
+		for _, c := range comms {
+			require.NoError(t, c.Close())
+		}
+	}()
+	require.Equal(t, tcpChunkBytes, comms[0].chunk)
+	x := algos.RingExchangeMax / 4 // float32 elements
+	for _, n := range []int{x - 1, x, x + 1, 3*x + 5, comms[0].eager / 4, comms[0].eager/4 + 3} {
+		require.NoError(t, eagerCase(ctx, comms, "ring", KindAllReduce, n), "in place, %d elements", n)
+		require.NoError(t, outOfPlaceSum(ctx, comms, n), "out of place, %d elements", n)
+	}
+}
+
+// outOfPlaceSum runs a float32 sum AllReduce of n elements from Send into a separate
+// Recv on every rank of comms, with the ring, and checks Recv against a serial float64
+// reference and Send unchanged.
+func outOfPlaceSum(ctx context.Context, comms []*Comm, n int) error {
+	in := func(r, i int) float32 { return float32((r*13 + i*5) % 97) }
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			if err := c.SetAlgo("ring"); err != nil {
+				errs[r] = err
+				return
+			}
+			send, recv := make([]float32, n), make([]float32, n)
+			for i := range send {
+				send[i] = in(r, i)
+			}
+			if err := c.AllReduce(ctx, HostSlice(send), HostSlice(recv), n, Float32, Sum); err != nil {
+				errs[r] = err
+				return
+			}
+			for i := range recv {
+				var want float64
+				for q := range comms {
+					want += float64(in(q, i))
+				}
+				if float64(recv[i]) != want || send[i] != in(r, i) {
+					errs[r] = fmt.Errorf("rank %d: [%d] = %v (send %v), want %v (send %v)", r, i, recv[i], send[i], want, in(r, i))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // eagerCase runs one collective on every rank of comms and checks it against a serial
 // float64 reference. Inputs are small integers, so float32 sums are exact.
 func eagerCase(ctx context.Context, comms []*Comm, algo string, kind Kind, n int) error {

@@ -118,6 +118,24 @@ var (
 // default up to 4 ranks.
 const DefaultStagingBytes = 8 << 20
 
+// RingExchangeMax is the largest input (bytes per rank) that algos/ring's AllReduce of
+// two ranks swaps whole in one exchange; larger ones run the ring's two steps of half
+// the input each. The exchange saves a hop and reduces the whole input on each rank,
+// the ring reduces half: over tcp on loopback the two steps took less time from 256
+// KiB on (2 ranks, unstriped: 81-86 against 95 us at 256 KiB, 172 against 201 at 512
+// KiB, 374 against 435 at 1 MiB) and more up to 128 KiB (50 against 46 us), as in
+// Open MPI, whose ring (180-205 us at 512 KiB) beats its recursive doubling (258-295)
+// there too (BENCHMARKS.md, "Speed", 44). Over shm the ring's chunk (64 KiB) is the
+// smaller bound.
+const RingExchangeMax = 128 << 10
+
+// RingExchange reports whether algos/ring runs an AllReduce of n bytes per rank over w
+// ranks as one exchange: two ranks, one message each way (the eager size and one
+// chunk), at most RingExchangeMax. Shared by the algorithm and the cost model.
+func RingExchange(n, w, chunk, eager int) bool {
+	return w == 2 && n <= eager && n <= chunk && n <= RingExchangeMax
+}
+
 // RDDirectMax is the largest world whose small AllReduce algos/rd runs as one direct
 // exchange; RDDirect is its rule, shared by the algorithm and the cost model.
 const RDDirectMax = 8
@@ -397,7 +415,7 @@ func ringCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 	wf := float64(w)
 	switch kind {
 	case transport.KindAllReduce:
-		if w == 2 && m.serial(n) {
+		if RingExchange(int(n), w, m.ChunkBytes, m.EagerBytes) {
 			return m.hop(w, false) + m.load(w, 2, 4, n, 2*n, n, 2*n)
 		}
 		// The ring runs its steps on the calling goroutine, one message each, whenever a

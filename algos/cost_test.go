@@ -15,28 +15,37 @@ import (
 // TestPredictRingFormula checks the ring AllReduce prediction against the closed form
 // Call + 2(W-1)(alpha [+ async]) + 4(W-1) chunks x overhead + 2(W-1)/W n / beta +
 // (W-1)/W n / gamma, for worlds up to 1024, and the two-rank exchange (one hop, n each
-// way) below the eager size.
+// way) up to the eager size, one chunk and algos.RingExchangeMax (tcp's shape: 1 MiB
+// eager, 2 MiB chunks; the exchange ends at 128 KiB, not at the eager size).
 func TestPredictRingFormula(t *testing.T) {
-	m := algos.CostModel{Call: 3 * time.Microsecond, Alpha: 10 * time.Microsecond, Overhead: time.Microsecond,
+	base := algos.CostModel{Call: 3 * time.Microsecond, Alpha: 10 * time.Microsecond, Overhead: time.Microsecond,
 		Async: 20 * time.Microsecond, Beta: 1e9, Gamma: 4e9}
-	c := float64(algos.DefaultChunkBytes)
-	for _, w := range []int{2, 3, 7, 64, 1000, 1024} {
-		for _, n := range []int{0, 8, 1 << 20, 1 << 30} {
-			got, err := m.Predict("ring", transport.KindAllReduce, n, w)
-			require.NoError(t, err)
-			wf, nf := float64(w), float64(n)
-			seg := nf / wf
-			var want float64
-			if w == 2 && n <= algos.EagerBytes {
-				want = 3e-6 + 10e-6 + 2*1e-6 + nf/1e9 + nf/4e9
-			} else {
-				hop := 10e-6
-				if seg > algos.EagerBytes {
-					hop += 20e-6
+	tcp := base
+	tcp.EagerBytes, tcp.ChunkBytes = 1<<20, 2<<20
+	for _, m := range []algos.CostModel{base, tcp} {
+		eager, c := float64(algos.EagerBytes), float64(algos.DefaultChunkBytes)
+		if m.EagerBytes > 0 {
+			eager, c = float64(m.EagerBytes), float64(m.ChunkBytes)
+		}
+		for _, w := range []int{2, 3, 7, 64, 1000, 1024} {
+			for _, n := range []int{0, 8, 16 << 10, 16<<10 + 64, algos.RingExchangeMax, algos.RingExchangeMax + 64, 1 << 20, 1 << 30} {
+				got, err := m.Predict("ring", transport.KindAllReduce, n, w)
+				require.NoError(t, err)
+				wf, nf := float64(w), float64(n)
+				seg := nf / wf
+				var want float64
+				if w == 2 && nf <= eager && n <= algos.RingExchangeMax {
+					want = 3e-6 + 10e-6 + 2*1e-6 + nf/1e9 + nf/4e9
+				} else {
+					hop, per := 10e-6, 1.0
+					if seg > eager {
+						hop += 20e-6
+						per = math.Ceil(seg / c)
+					}
+					want = 3e-6 + 2*(wf-1)*hop + 4*(wf-1)*per*1e-6 + 2*(wf-1)/wf*nf/1e9 + (wf-1)/wf*nf/4e9
 				}
-				want = 3e-6 + 2*(wf-1)*hop + 4*(wf-1)*max(1, math.Ceil(seg/c))*1e-6 + 2*(wf-1)/wf*nf/1e9 + (wf-1)/wf*nf/4e9
+				require.InDelta(t, want, got.Seconds(), 1e-9*max(1, want), "eager=%v w=%d n=%d", eager, w, n)
 			}
-			require.InDelta(t, want, got.Seconds(), 1e-9*max(1, want), "w=%d n=%d", w, n)
 		}
 	}
 }
@@ -259,7 +268,7 @@ func TestPredictLockstep(t *testing.T) {
 	const beta, gamma = 1e9, 2e9
 	for _, tc := range []struct{ w, cores, n int }{
 		{3, 2, 0}, {3, 2, 1}, {3, 2, 1001}, {3, 2, 256 << 10}, {3, 2, 3 << 20}, {3, 2, 3<<20 + 64}, {3, 2, 64 << 20},
-		{5, 2, 512 << 10}, {7, 2, 4 << 20}, {5, 4, 64 << 10}, {4, 2, 512 << 10}, {8, 2, 1 << 20}, {3, 4, 256 << 10}, {2, 1, 1 << 20},
+		{5, 2, 512 << 10}, {7, 2, 4 << 20}, {5, 4, 64 << 10}, {4, 2, 512 << 10}, {8, 2, 1 << 20}, {3, 4, 256 << 10}, {2, 1, 128 << 10},
 	} {
 		for _, polls := range []bool{false, true} {
 			m := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: beta, Gamma: gamma,
@@ -281,7 +290,7 @@ func TestPredictLockstep(t *testing.T) {
 			empty, err := m.Predict("ring", transport.KindAllReduce, 0, tc.w)
 			require.NoError(t, err)
 			want := (w - 1) * n * math.Ceil(w/c) / w * (2/beta + 1/gamma)
-			if tc.w == 2 {
+			if tc.w == 2 { // up to algos.RingExchangeMax
 				want = n * math.Ceil(w/c) * (1/beta + 1/gamma) // two ranks swap the whole buffer in one exchange
 			}
 			require.InDelta(t, want, (full - empty).Seconds(), 2e-9, "w=%d cores=%d n=%d polls=%v", tc.w, tc.cores, tc.n, polls)

@@ -10,7 +10,7 @@
 //
 // A link has tcp.sockets sockets (default 2). Every message is a 40-byte frame header
 // (transport.Frame) and its payload; small messages go out with one write on socket 0,
-// and payloads of at least tcp.stripe_min bytes (default 256 KiB) are cut into one
+// and payloads of at least tcp.stripe_min bytes (default 1 MiB) are cut into one
 // contiguous part per socket (cut on 64-byte boundaries), which the calling goroutine
 // moves itself, straight from and into the caller's buffers: it writes or reads
 // whichever sockets are ready without blocking and parks on the netpoller only when

@@ -22,7 +22,7 @@ const (
 	// ParamBufSize is the socket send and receive buffer in bytes (default 4 MiB; 0
 	// leaves the kernel's auto-tuning alone).
 	ParamBufSize = "tcp.bufsize"
-	// ParamStripeMin is the smallest message striped across the sockets (default 256 KiB).
+	// ParamStripeMin is the smallest message striped across the sockets (default 1 MiB).
 	ParamStripeMin = "tcp.stripe_min"
 	// ParamHandshakeTimeout bounds one socket's handshake ("10s").
 	ParamHandshakeTimeout = "tcp.handshake_timeout"
@@ -65,9 +65,14 @@ type Options struct {
 	Congestion       string        // TCP_CONGESTION, CongestionAuto or CongestionSystem
 }
 
-// DefaultOptions are the settings used for absent Params.
+// DefaultOptions are the settings used for absent Params. StripeMin is 1 MiB: a striped
+// message's header parks at once (spinReader.park), and for 256 KiB-512 KiB messages
+// that wake-up cost more than the second socket gained (an AllReduce of 512 KiB at 2
+// ranks, whose ring sends 256 KiB steps, took 292 us with 256 KiB and 231 with 1 MiB;
+// at 4 ranks 256 KiB took 533 and 442; from 1 MiB the two were even; BENCHMARKS.md,
+// "Speed", 44).
 func DefaultOptions() Options {
-	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 256 << 10, HandshakeTimeout: 10 * time.Second,
+	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		Spin: 50 * time.Microsecond, Congestion: CongestionAuto}
 }
 

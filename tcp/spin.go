@@ -19,8 +19,8 @@ type spinReader struct {
 	conn net.Conn
 	rc   syscall.RawConn
 	spin time.Duration
-	// park, set by the receiver around a large message, skips the spin: its header
-	// leads hundreds of KiB whose transfer dwarfs a wake-up, and a rank waiting for it
+	// park, set by the receiver around a striped message, skips the spin: its header
+	// leads a MiB or more whose transfer dwarfs a wake-up, and a rank waiting for it
 	// is usually waiting on a peer that is busy computing, so spinning only burns the
 	// CPU that peer needs.
 	park bool

@@ -30,10 +30,10 @@ func (Algorithm) Supports(k transport.Kind) bool {
 	return false
 }
 
-// ExchangeTag reports that two ranks run a small AllReduce (at most the eager size and
-// one chunk) as one exchange (algos.Exchanger).
+// ExchangeTag reports that two ranks run a small AllReduce (at most the eager size, one
+// chunk and algos.RingExchangeMax) as one exchange (algos.Exchanger).
 func (Algorithm) ExchangeTag(n, world, chunk, eager int) (uint32, bool) {
-	return algos.Tag(algos.TagRing, phaseAllReduce, 0), world == 2 && n <= eager && n <= chunk
+	return algos.Tag(algos.TagRing, phaseAllReduce, 0), algos.RingExchange(n, world, chunk, eager)
 }
 
 // PairTag reports that two ranks run an AllGather or ReduceScatter of n-byte blocks as

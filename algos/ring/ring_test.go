@@ -28,6 +28,27 @@ func TestExchange(t *testing.T) {
 	algostest.ExchangeMatrix(t, ring.Algorithm{}, []int{2})
 }
 
+// TestExchangeBoundary: two ranks exchange an AllReduce's input whole only while it is
+// one message each way (the eager size and one chunk) and at most
+// algos.RingExchangeMax; never at more ranks.
+func TestExchangeBoundary(t *testing.T) {
+	const eager, chunk = 1 << 20, 2 << 20
+	for _, tc := range []struct {
+		n, w, chunk, eager int
+		want               bool
+	}{
+		{0, 2, chunk, eager, true}, {8, 2, chunk, eager, true},
+		{algos.RingExchangeMax, 2, chunk, eager, true}, {algos.RingExchangeMax + 1, 2, chunk, eager, false},
+		{512 << 10, 2, chunk, eager, false}, {eager, 2, chunk, eager, false},
+		{8, 3, chunk, eager, false}, {8, 4, chunk, eager, false},
+		{16 << 10, 2, chunk, 16 << 10, true}, {16<<10 + 1, 2, chunk, 16 << 10, false}, // the eager size
+		{64 << 10, 2, 64 << 10, eager, true}, {64<<10 + 1, 2, 64 << 10, eager, false}, // one chunk (shm's)
+	} {
+		_, ok := ring.Algorithm{}.ExchangeTag(tc.n, tc.w, tc.chunk, tc.eager)
+		require.Equal(t, tc.want, ok, "n=%d w=%d chunk=%d eager=%d", tc.n, tc.w, tc.chunk, tc.eager)
+	}
+}
+
 func TestFailures(t *testing.T) {
 	a := ring.Algorithm{}
 	algostest.CheckFailures(t, a.Name(), a.Run, a.Supports)
