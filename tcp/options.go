@@ -27,7 +27,7 @@ const (
 	// ParamHandshakeTimeout bounds one socket's handshake ("10s").
 	ParamHandshakeTimeout = "tcp.handshake_timeout"
 	// ParamSpin is how long a receive polls its socket before it parks on the netpoller
-	// ("50us"; "0s" parks at once). A parked receive pays a thread wake-up when the data
+	// ("500us"; "0s" parks at once). A parked receive pays a thread wake-up when the data
 	// comes, 25-50 µs in a VM, against 10-15 µs for a small message's flight.
 	ParamSpin = "tcp.spin"
 	// ParamCongestion is the congestion control of every socket (TCP_CONGESTION): a
@@ -70,10 +70,14 @@ type Options struct {
 // that wake-up cost more than the second socket gained (an AllReduce of 512 KiB at 2
 // ranks, whose ring sends 256 KiB steps, took 292 us with 256 KiB and 231 with 1 MiB;
 // at 4 ranks 256 KiB took 533 and 442; from 1 MiB the two were even; BENCHMARKS.md,
-// "Speed", 44).
+// "Speed", 44). Spin is 500 µs: with ranks outnumbering the cores a message is often
+// more than 50 µs away, and a parked receive then also waits for its wake-up (4 ranks
+// on 2 cores, AllReduce 64-256 KiB: 0.69-0.81x the time with 50 µs, 3 ranks 0.78-0.81x;
+// 8 B 1.03-1.07x there; from 512 KiB, and at 2 ranks, the same within the noise;
+// "Speed", 44f).
 func DefaultOptions() Options {
 	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		Spin: 50 * time.Microsecond, Congestion: CongestionAuto}
+		Spin: 500 * time.Microsecond, Congestion: CongestionAuto}
 }
 
 // ParseOptions reads the tcp.* Params. A malformed or out-of-range value is an error
