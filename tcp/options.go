@@ -74,7 +74,7 @@ type Options struct {
 // more than 50 µs away, and a parked receive then also waits for its wake-up (4 ranks
 // on 2 cores, AllReduce 64-256 KiB: 0.69-0.81x the time with 50 µs, 3 ranks 0.78-0.81x;
 // 8 B 1.03-1.07x there; from 512 KiB, and at 2 ranks, the same within the noise;
-// "Speed", 44f).
+// "Speed", 44e).
 func DefaultOptions() Options {
 	return Options{Sockets: 2, BufSize: 4 << 20, StripeMin: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		Spin: 500 * time.Microsecond, Congestion: CongestionAuto}
