@@ -32,9 +32,10 @@
 //
 // Settings (transport.Params): tcp.addr, tcp.sockets, tcp.bufsize, tcp.stripe_min,
 // tcp.handshake_timeout, tcp.spin, tcp.congestion; see the Param constants. A receive
-// of a small message polls its socket for tcp.spin (500 µs, yielding the CPU between
-// polls) before it parks on the netpoller, since a parked goroutine's wake-up costs
-// more than a small message's flight; its context is armed only if it parks. Those
+// of a message below tcp.stripe_min polls its socket for tcp.spin (500 µs, yielding
+// the CPU between polls) before it parks on the netpoller, since a parked goroutine's
+// wake-up costs more than such a message's flight; its context is armed only if it
+// parks. Those
 // polls, and writes of at most 64 KiB, are raw system calls: a non-blocking call has
 // nothing to gain from the runtime's blocking-call bookkeeping, which cost a quarter of
 // an 8-byte AllReduce over loopback. Links
