@@ -10,6 +10,10 @@
 #     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~3.5 min per round
 #
 # MID=0 leaves the mid sizes out; TARGETS=0 runs only them.
+# Each round also measures the references the 64 MiB rows are set against: bench/membw
+# (two threads copying, C; the shm rows give their share of 4C/5W) and bench/tcpbw (two
+# endpoints exchanging over loopback TCP, T; a ring of W ranks on this machine moves
+# 2(W-1) vectors' worth through the loopback, so the tcp rows give their share of T/W).
 # Writes OUTDIR/headline.tsv (tool, transport, ranks, bytes, round, us per call, busbw,
 # wrong elements) and OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/headline.md:
 # per point the median over rounds, each target's ratio, and WRONG DATA if any tool
@@ -23,6 +27,7 @@ REPS=${2:-5}
 mkdir -p "$OUT" bench/bin
 go build -o bench/bin/goccl ./cmd/goccl || exit 1
 go build -o bench/bin/membw ./bench/membw || exit 1
+go build -o bench/bin/tcpbw ./bench/tcpbw || exit 1
 . bench/host.sh
 host_record "$OUT" || exit 1 # OUT/host.txt; DAMON=off stops the DAMON monitor for the run
 need=()
@@ -68,6 +73,7 @@ for round in $(seq "$REPS"); do
   ORDER=auto,ring
   ((round % 2)) || ORDER=ring,auto
   bench/bin/membw | awk -v r="$round" '{print "membw\tcopy2\t2\t0\t"r"\t0\t"$2"\t0"}' >> "$TSV"
+  bench/bin/tcpbw | awk -v r="$round" '{print "tcpbw\tloopback\t2\t0\t"r"\t0\t"$2"\t0"}' >> "$TSV"
   for np in "${TARGET_NP[@]}"; do
     for bytes in 8 67108864; do
       for tr in shm tcp; do
@@ -125,7 +131,9 @@ for line in open(sys.argv[1]).read().splitlines()[1:]:
 rounds = max(len(v) for v in pts.values())
 med = lambda k, i: statistics.median(x[i] for x in pts[k]) if k in pts else float("nan")
 c = med(("membw", "copy2", 2, 0), 1)
-print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s.")
+T = med(("tcpbw", "loopback", 2, 0), 1)
+print(f"Medians over {rounds} interleaved rounds; membw (two threads copying): {c:.2f} GB/s; "
+      f"tcpbw (two endpoints exchanging over loopback TCP, both directions together): {T:.2f} GB/s.")
 print("WRONG DATA: " + "; ".join(bad) + "\n" if bad else "Every point reported 0 wrong elements.\n")
 M = 64 << 20
 if any(k[3] == M for k in pts):
@@ -141,7 +149,7 @@ if any(k[3] == M for k in pts):
         a, g = med(("goccl/auto", "tcp", np, M), 1), med(("goccl/ring", "tcp", np, M), 1)
         for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):
             v = med(peer + (np, M), 1)
-            print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+            print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s ({100*a/(T/np):.0f} % / {100*g/(T/np):.0f} % of T/W) | {v:.2f} ({100*v/(T/np):.0f} %) | {a/v:.2f}x / {g/v:.2f}x |")
     for np in (2, 4):
         for tr, peer in (("shm", ("Open MPI", "vader")), ("tcp", ("Open MPI", "tcp"))):
             a, g, v = med(("goccl/auto", tr, np, 8), 0), med(("goccl/ring", tr, np, 8), 0), med(peer + (np, 8), 0)
@@ -163,7 +171,7 @@ print("\nEvery sample (us per call, busbw GB/s):\n")
 print("| tool | transport | ranks | bytes | time per round (us) | busbw per round |")
 print("|---|---|---:|---:|---|---|")
 for k in sorted(pts, key=lambda k: (k[2], k[3], k[1], k[0])):
-    if k[0] == "membw":
+    if k[0] in ("membw", "tcpbw"):
         continue
     print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {' '.join(f'{x[0]:.1f}' for x in pts[k])} | {' '.join(f'{x[1]:.2f}' for x in pts[k])} |")
 EOF
