@@ -4,9 +4,10 @@
 //	go build -o bench/bin/tcpbw ./bench/tcpbw && bench/bin/tcpbw [-mib 64] [-sockets 2]
 //
 // Two endpoints in this process (on at least two threads) send each other -mib MiB at
-// once over -sockets loopback connections, 1 MiB writes, one goroutine per socket and
-// direction, every socket with a 30 s deadline per round, with the socket settings goccl's tcp links get within a host (cubic, else
-// reno, chosen before listen and connect; 4 MiB SO_SNDBUF and SO_RCVBUF; TCP_NODELAY).
+// once over -sockets loopback connections: 1 MiB writes, one goroutine per socket and
+// direction, a 30 s deadline per round, and the socket settings goccl's tcp links get
+// within a host (cubic, else reno, chosen before listen and connect; tcp.bufsize's
+// default for SO_SNDBUF and SO_RCVBUF; TCP_NODELAY).
 // It prints the payload both directions moved per second together, in decimal GB/s,
 // the best of five rounds, as "tcp2_gbs <value>".
 //
@@ -30,9 +31,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goccl/goccl/tcp"
 )
 
-const bufBytes = 4 << 20
+// bufBytes is what goccl's links ask for (tcp.bufsize's default).
+var bufBytes = tcp.DefaultOptions().BufSize
 
 // control sets what goccl's tcp links set before listen or connect.
 func control(_, _ string, c syscall.RawConn) error {
