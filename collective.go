@@ -73,16 +73,29 @@ func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transpor
 		on    bool
 		bytes int
 		start int64
+		try   algoTry // auto's online choice for this call (algotune.go)
 	)
-	if c.streamTune.links != nil {
+	if c.streamTune.links != nil || c.algoTune.on {
 		bytes = algos.Bytes(k.kind, k.count, k.dt, c.size)
-		if cls, on = c.streamTune.before(bytes); cls != nil {
-			start = c.clockNow()
+	}
+	if c.streamTune.links != nil {
+		cls, on = c.streamTune.before(bytes)
+	}
+	if c.algoTune.on || cls != nil {
+		start = c.clockNow()
+	}
+	err := c.doCollective(ctx, w, k, hdr, &try)
+	if err == nil && (cls != nil || try.timed) {
+		ns := c.clockNow() - start
+		if cls != nil && (try.cls == nil || try.i == try.cls.choice) { // a try of another algorithm says nothing of the links
+			cls.record(on, bytes, ns)
+		}
+		if try.timed {
+			try.cls.record(try.i, bytes, ns)
 		}
 	}
-	err := c.doCollective(ctx, w, k, hdr)
-	if cls != nil && err == nil {
-		cls.record(on, bytes, c.clockNow()-start)
+	if err == nil && try.agree {
+		err = c.algoAgree(ctx, &opPeers{c: c, hdr: hdr}, try.cls)
 	}
 	if err == nil {
 		return nil
@@ -98,7 +111,9 @@ type opScratch struct {
 	peers opPeers
 }
 
-func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport.Header) error {
+// doCollective runs k. try, when not nil, is where auto's online choice for the call
+// goes (algotune.go); runCollective times the call for it.
+func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport.Header, try *algoTry) error {
 	if !k.dt.Valid() {
 		return fmt.Errorf("goccl: rank %d: %s: %w: unknown dtype %d (valid: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64, bfloat16)",
 			c.rank, k.kind, transport.ErrInvalid, k.dt)
@@ -120,6 +135,18 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		w.algo = offloadAlgo
 		return c.offload.Offload(ctx, &transport.Collective{Kind: k.kind, Send: k.send, Recv: k.recv,
 			Count: k.count, DType: k.dt, Op: k.op, Root: k.root, SendPeer: -1, RecvPeer: -1})
+	}
+	stage := alg == stagedAlgo || c.stagedFirst(k.kind, bytes)
+	if try != nil && k.kind == KindAllReduce && c.algoTune.on && c.sel.Load().spec.Auto(k.kind, bytes) {
+		pick := alg
+		if stage {
+			pick = stagedAlgo
+		}
+		if *try = c.algoBefore(bytes, pick); try.cls != nil {
+			alg = try.cls.cands[try.i]
+			stage = alg == stagedAlgo
+			reason = "auto's online choice (algo_tune online; model: " + reason + ")"
+		}
 	}
 	w.algo = alg.Name()
 	if c.traceLog { // nothing is formatted on the hot path otherwise
@@ -143,6 +170,9 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 		switch {
 		case err == nil:
 			w.algo = direct.Name
+			if try != nil {
+				try.timed = false // the tuner's candidate did not run
+			}
 			if c.traceLog {
 				c.log.Log(ctx, LevelTrace, "collective", "subsys", "COLL", "seq", hdr.Seq, "op", hdr.Fp.String(), "algo", direct.Name, "why", "every rank's buffers are in AllocShared memory")
 			}
@@ -158,7 +188,7 @@ func (c *Comm) doCollective(ctx context.Context, w *Work, k *call, hdr transport
 			w.algo = alg.Name()
 		}
 	}
-	if alg == stagedAlgo || c.stagedFirst(k.kind, bytes) {
+	if stage {
 		ran, err := c.runStaged(ctx, peers, a)
 		switch {
 		case ran && err == nil:

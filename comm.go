@@ -94,6 +94,7 @@ type Comm struct {
 	streams      bool        // every rank's shm links stream their payloads (shm.Options.Streams; agreed at Init)
 	streamAuto   bool        // shm.stream_stores is auto: the communicator times both ways (streamtune.go)
 	streamTune   streamTuner // which way the shm links copy, per size, by timing (streamtune.go); under execMu
+	algoTune     algoTuner   // auto's online choice of the AllReduce algorithm (algotune.go); under execMu
 	stagedMin    int         // shm.staged_min: the smallest AllReduce that tries staged; -1 off
 	stagedMax    int         // shm.staged_max: the largest (math.MaxInt: no bound)
 	stagedSet    bool        // shm.staged_min or shm.staged_max came from the config, not a default

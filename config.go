@@ -57,6 +57,12 @@ type Config struct {
 	// TuneFile is a cost-model file written by `goccl tune`; auto then uses the
 	// calibrated alpha/beta of each transport it covers ("" = the built-in models).
 	TuneFile string
+	// AlgoTune is how auto chooses an AllReduce's algorithm: "model" (or "", the default)
+	// runs the cost model's choice; "online" also times the candidates (the model's
+	// choice, the ring, naive and staged) on the communicator's own calls of 64 KiB and
+	// more, per power-of-two size class, and runs the fastest, which the ranks agree on
+	// (algotune.go). It takes effect only when every rank's config sets it.
+	AlgoTune string
 
 	source string // where rank and world came from, for String
 	err    error  // the first error met while building the config; Init returns it
@@ -204,6 +210,9 @@ func (c Config) String() string {
 	if c.TuneFile != "" {
 		kv("tune_file", c.TuneFile)
 	}
+	if c.AlgoTune != "" {
+		kv("algo_tune", c.AlgoTune)
+	}
 	return strings.TrimSpace(b.String())
 }
 
@@ -215,3 +224,7 @@ func WithDebugFile(path string) Option { return func(c *Config) { c.DebugFile = 
 
 // WithTuneFile makes auto use the cost models `goccl tune` wrote to path.
 func WithTuneFile(path string) Option { return func(c *Config) { c.TuneFile = path } }
+
+// WithAlgoTune sets how auto chooses an AllReduce's algorithm: AlgoTuneModel or
+// AlgoTuneOnline (Config.AlgoTune).
+func WithAlgoTune(mode string) Option { return func(c *Config) { c.AlgoTune = mode } }

@@ -197,17 +197,27 @@ func (c *Comm) agreeEager(ctx context.Context) error {
 	if c.linksStream() {
 		streams = 1
 	}
-	v := []int64{int64(c.localEager), chunk, stage, streams}
+	tuneOnline := int64(0) // whether this rank's config asks for auto's online choice
+	if c.cfg.AlgoTune == AlgoTuneOnline {
+		tuneOnline = 1
+	}
+	v := []int64{int64(c.localEager), chunk, stage, streams, tuneOnline}
 	b := HostSlice(v)
 	k := call{kind: KindAllReduce, send: b, recv: b, count: len(v), dt: Int64, op: Min, root: -1}
 	c.execMu.Lock()
-	err := c.doCollective(ctx, &Work{}, &k, transport.Header{Seq: 0, Fp: k.fingerprint()})
+	err := c.doCollective(ctx, &Work{}, &k, transport.Header{Seq: 0, Fp: k.fingerprint()}, nil)
 	c.execMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("goccl: rank %d: agreeing on the eager message size at init: %w", c.rank, err)
 	}
 	c.eager = max(int(v[0]), algos.EagerBytes)
 	c.stageable, c.streams = v[2] == 1, v[3] == 1
+	if v[4] == 1 && c.size > 1 {
+		c.algoTune.setSchedule(algoTuneMin, algoUntimed, algoTrials, algoTryEvery, algoBand)
+	}
+	if tuneOnline == 1 && !c.algoTune.on && c.size > 1 {
+		c.log.Warn("algo_tune online is off: not every rank's config asks for it", "subsys", "INIT")
+	}
 	c.initStreamTuner()
 	if c.stagedMin == 0 { // unset, and no tune file's range either
 		c.stagedMin = shm.StagedMinFor(c.size, c.streams)

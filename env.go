@@ -39,6 +39,7 @@ type fileConfig struct {
 	DebugFile      *string           `yaml:"debug_file"`
 	Trace          *string           `yaml:"trace"`
 	TuneFile       *string           `yaml:"tune_file"`
+	AlgoTune       *string           `yaml:"algo_tune"`
 }
 
 // FromEnv builds a Config from the defaults, the file named by GOCCL_CONFIG, the
@@ -108,6 +109,7 @@ func (c *Config) loadFile(path string) error {
 	set(&c.DebugFile, f.DebugFile)
 	set(&c.TraceDir, f.Trace)
 	set(&c.TuneFile, f.TuneFile)
+	set(&c.AlgoTune, f.AlgoTune)
 	switch t := f.Transport.(type) {
 	case nil:
 	case string:
@@ -148,7 +150,7 @@ func (c *Config) loadFile(path string) error {
 // configKeys are the file keys; each is also GOCCL_<KEY upper-cased>.
 var configKeys = []string{"rank", "world_size", "local_rank", "local_world_size", "store", "transport",
 	"algo", "chunk_bytes", "sockets_per_peer", "timeout", "init_timeout", "auth_token", "host", "name",
-	"params", "debug", "debug_subsys", "debug_file", "trace", "tune_file"}
+	"params", "debug", "debug_subsys", "debug_file", "trace", "tune_file", "algo_tune"}
 
 // paramPrefixes are the transports whose GOCCL_<T>_<NAME> variables become Params "<t>.<name>".
 var paramPrefixes = []string{"TCP", "SHM", "RDMA", "NCCL", "CUDA", "INMEM"}
@@ -174,7 +176,7 @@ func (c *Config) loadEnv(getenv func(string) string) error {
 		"GOCCL_ALGO": &c.Algo, "GOCCL_AUTH_TOKEN": &c.AuthToken, "GOCCL_HOST_ID": &c.Host,
 		"GOCCL_HOST": &c.Host, "GOCCL_NAME": &c.Name, "GOCCL_DEBUG": &c.Debug,
 		"GOCCL_DEBUG_SUBSYS": &c.DebugSubsys, "GOCCL_DEBUG_FILE": &c.DebugFile, "GOCCL_TRACE": &c.TraceDir,
-		"GOCCL_TUNE_FILE": &c.TuneFile,
+		"GOCCL_TUNE_FILE": &c.TuneFile, "GOCCL_ALGO_TUNE": &c.AlgoTune,
 	}
 	for k, dst := range str {
 		if v := getenv(k); v != "" {

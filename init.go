@@ -109,6 +109,11 @@ func (cfg *Config) validate() error {
 	if _, err := newSelector(cfg.Algo); err != nil {
 		return err
 	}
+	switch cfg.AlgoTune {
+	case "", AlgoTuneModel, AlgoTuneOnline:
+	default:
+		return fmt.Errorf("goccl: %w: algo_tune %q (valid: %s, %s)", transport.ErrInvalid, cfg.AlgoTune, AlgoTuneModel, AlgoTuneOnline)
+	}
 	if cfg.Host == "" {
 		h, err := os.Hostname()
 		if err != nil {

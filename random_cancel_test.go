@@ -50,6 +50,7 @@ func randomCancel(t *testing.T, seed uint64) {
 			c.Close()
 		}
 	}()
+	shortTune(comms)
 	calls := 6 + rng.IntN(6)
 	victim, at := rng.IntN(s.world), rng.IntN(calls)
 	delay := pick(rng, -1, 0, 50, 200, 1000, 5000) // us after the call starts; -1: before

@@ -143,6 +143,12 @@ func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 		return "", err.Error()
 	case a == nil:
 		return offloadAlgo, why
+	case kind == KindAllReduce && c.sel.Load().spec.Auto(kind, bytes):
+		if t, why := c.algoAgreed(bytes); t != nil {
+			return t.Name(), why
+		}
+	}
+	switch {
 	case (kind != KindAllReduce || bytes > algos.SmallExchangeMax) && c.stagedFirst(kind, bytes): // as doCollective decides
 		switch kind {
 		case KindBroadcast:

@@ -131,13 +131,23 @@ const (
 )
 
 // pick is the way for the class's next call: the links' own choice, then each way in
-// turn, then the faster, and the slower every streamTryEvery-th call.
+// turn, then the faster, and the slower every streamTryEvery-th call. A way that has no
+// time yet (runCollective records only the calls that ran auto's online choice of
+// algorithm, algotune.go) runs until it has one.
 func (s *streamClass) pick(def bool) bool {
 	switch n := s.calls; {
 	case n < streamUntimed:
 		return def
 	case n < streamUntimed+streamFirst:
 		return (n-streamUntimed)%2 == 0 == def
+	}
+	switch { // a way with no time yet runs next (auto's online choice of algorithm skips recording other algorithms' calls)
+	case s.ns[0] == 0 && s.ns[1] == 0:
+		return def
+	case s.ns[0] == 0:
+		return false
+	case s.ns[1] == 0:
+		return true
 	}
 	fast := s.ns[1] < s.ns[0]
 	if s.calls%streamTryEvery == 0 {

@@ -63,6 +63,9 @@ const (
 	TagRD     uint8 = 5
 	TagDirect uint8 = 6
 	TagStaged uint8 = 7
+	// TagTune marks the messages in which a communicator's ranks agree on auto's online
+	// choice of algorithm (goccl's Config.AlgoTune), sent after a call's own.
+	TagTune uint8 = 8
 )
 
 // Send transmits buf to peer under this operation's header with the given tag.

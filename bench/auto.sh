@@ -19,6 +19,14 @@
 #     for r in 1 2 3 4; do FIRST_ROUND=$r bash bench/auto.sh D/plain-$r 1
 #       TUNE=1 TUNE_DIR=D/tune FIRST_ROUND=$r bash bench/auto.sh D/tuned-$r 1; done
 #
+# GOCCL_ALGO_TUNE=online in the environment reaches every launch, and so auto's online
+# choice of the AllReduce algorithm (README, Algorithms); the fixed algorithms ignore it.
+# Interleaved with runs without it, round by round, it compares the two (BENCHMARKS.md,
+# "Speed", 46):
+#
+#     for r in 1 2 3; do FIRST_ROUND=$r bash bench/auto.sh D/model-$r 1 2 3 4
+#       GOCCL_ALGO_TUNE=online FIRST_ROUND=$r bash bench/auto.sh D/online-$r 1 2 3 4; done
+#
 # COLL=all_gather, reduce_scatter, broadcast or reduce sweeps that collective instead of
 # all_reduce, against the fixed algorithms that implement it (ring, rd, naive and staged for
 # all_gather and reduce_scatter; ring, tree, naive and staged for broadcast; ring, tree

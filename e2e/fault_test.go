@@ -28,12 +28,16 @@ type faultCombo struct {
 	world     int
 	kind      string
 	shared    bool // buffers from AllocShared: the collectives read each other's memory in place
+	tuned     bool // algo_tune online: the ranks also agree on auto's choice between calls
 }
 
 func (c faultCombo) String() string {
 	tr := c.transport
 	if c.shared {
 		tr += "-shared" // its own line in the report
+	}
+	if c.tuned {
+		tr += "-tuned"
 	}
 	return fmt.Sprintf("%s/W%d/%s", tr, c.world, c.kind)
 }
@@ -68,7 +72,8 @@ func faultBudget() time.Duration {
 // TestKillRank kills one rank with SIGKILL at a random point of a loop of AllReduce,
 // Broadcast, AllGather (sizes from 1 to 1M elements), Barrier, SendRecv (a ring
 // shift), AllToAllV (uneven blocks) or BatchSendRecv (to and from both ring
-// neighbours), over tcp and shm, with 2, 4 and 8 ranks. Every survivor must fail within detectBound with an error naming the dead
+// neighbours), over tcp and shm, with 2, 4 and 8 ranks (AllReduce at 2 and 4 also
+// with algo_tune online, whose ranks exchange their timings between calls). Every survivor must fail within detectBound with an error naming the dead
 // rank; goccl run must exit non-zero naming it; no rank process and no shm segment may
 // be left behind. Every combination runs once, then random ones until the budget ends.
 func TestKillRank(t *testing.T) {
@@ -82,13 +87,16 @@ func TestKillRank(t *testing.T) {
 	for _, tr := range transports {
 		for _, w := range []int{2, 4, 8} {
 			for _, k := range []string{"allreduce", "broadcast", "allgather", "barrier", "sendrecv", "alltoallv", "batch"} {
-				combos = append(combos, faultCombo{tr, w, k, false})
+				combos = append(combos, faultCombo{tr, w, k, false, false})
 			}
+		}
+		for _, w := range []int{2, 4} {
+			combos = append(combos, faultCombo{tr, w, "allreduce", false, true})
 		}
 	}
 	for _, w := range []int{2, 4} {
 		for _, k := range []string{"allreduce", "broadcast", "allgather"} {
-			combos = append(combos, faultCombo{"shm", w, k, true})
+			combos = append(combos, faultCombo{"shm", w, k, true, false})
 		}
 	}
 	var trials []trial
@@ -124,6 +132,9 @@ func killTrial(t *testing.T, rng *rand.Rand, c faultCombo) trial {
 	if c.shared {
 		j.env = append(j.env, "GOCCL_SHM_DIRECT_MIN=0") // every size reads in place
 		j.args = append(j.args, "-shared")
+	}
+	if c.tuned {
+		j.env = append(j.env, "GOCCL_ALGO_TUNE=online")
 	}
 	l := j.start(t, ctx)
 	pids := map[int]int{}
