@@ -9,7 +9,9 @@
 #
 #     bash bench/headline.sh [OUTDIR] [REPS]     # as root, from a clean clone; ~3.5 min per round
 #
-# MID=0 leaves the mid sizes out; TARGETS=0 runs only them.
+# MID=0 leaves the mid sizes out; TARGETS=0 runs only them. ONLINE=1 adds goccl auto
+# with GOCCL_ALGO_TUNE=online (auto's online choice of the AllReduce algorithm) at 64 MiB
+# and at the mid sizes, as its own launches in every round (the rows goccl/online).
 # Each round also measures the references the 64 MiB rows are set against: bench/membw
 # (two threads copying, C; the shm rows give their share of 4C/5W) and bench/tcpbw (two
 # endpoints exchanging over loopback TCP, T; a ring of W ranks on this machine moves
@@ -82,6 +84,11 @@ for round in $(seq "$REPS"); do
           -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
           awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/algorithm:/ {a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
             /^ +[0-9]/ {print "goccl/"a"\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
+        if [[ ${ONLINE:-0} == 1 && $bytes != 8 ]]; then # 8 B is below what the online choice tunes
+          GOCCL_ALGO_TUNE=online timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto \
+            -b $bytes -e $bytes -n $iters -w $warm -z 2 -c 1 2>&1 |
+            awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/online\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
+        fi
       done
       if [[ $bytes != 8 ]]; then # buffers from AllocShared: the direct algorithm (8 B stays below shm.direct_min)
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport shm --algo auto -R 2 \
@@ -108,6 +115,11 @@ for round in $(seq "$REPS"); do
         timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto \
           -b $lo -e $hi -f 2 -n $iters -w $warm -z 2 -c 1 2>&1 |
           awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/auto\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
+        if [[ ${ONLINE:-0} == 1 ]]; then
+          GOCCL_ALGO_TUNE=online timeout 600 bench/bin/goccl perf all_reduce --np $np --transport $tr --algo auto \
+            -b $lo -e $hi -f 2 -n $iters -w $warm -z 2 -c 1 2>&1 |
+            awk -v tr=$tr -v np=$np -v r=$round "$WRONG"'/^ +[0-9]/ {print "goccl/online\t"tr"\t"np"\t"$1"\t"r"\t"$6"\t"$8"\t"wrong($9, $13)}' >> "$TSV"
+        fi
       done
       "${MPIRUN[@]}" -np $np --mca btl self,vader bench/bin/mpi_allreduce $lo $hi $iters $warm |
         peer_row "Open MPI" vader $np $round >> "$TSV"
@@ -142,6 +154,9 @@ if any(k[3] == M for k in pts):
     for np, want in ((2, 3), (4, 2)):
         a, g, v = med(("goccl/auto", "shm", np, M), 1), med(("goccl/ring", "shm", np, M), 1), med(("Open MPI", "vader", np, M), 1)
         print(f"| shm busbw 64 MiB, {np} ranks >= {want}x vader | {a:.2f} / {g:.2f} GB/s ({100*a/(4*c/(5*np)):.0f} % / {100*g/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {a/v:.2f}x / {g/v:.2f}x |")
+        o = med(("goccl/online", "shm", np, M), 1)
+        if o == o:  # ONLINE=1 ran
+            print(f"| the same, auto with algo_tune online | {o:.2f} GB/s ({100*o/(4*c/(5*np)):.0f} % of 4C/5W) | {v:.2f} | {o/v:.2f}x |")
         d = med(("goccl/R2", "shm", np, M), 1)
         bd = 4*c*(np-1)/(np*(3*np-1))  # direct's bound: (3W-1)/W bytes through memory per byte, per rank
         print(f"| the same, buffers from AllocShared (perf -R 2, algorithm direct) | {d:.2f} GB/s ({100*d/bd:.0f} % of 4C(W-1)/(W(3W-1))) | {v:.2f} | {d/v:.2f}x |")
@@ -150,6 +165,9 @@ if any(k[3] == M for k in pts):
         for peer in (("Open MPI", "tcp"), ("gloo", "tcp")):
             v = med(peer + (np, M), 1)
             print(f"| tcp busbw 64 MiB, {np} ranks >= 1.5x {peer[0]} {peer[1] if peer[0] != 'gloo' else ''} | {a:.2f} / {g:.2f} GB/s ({100*a/(T/np):.0f} % / {100*g/(T/np):.0f} % of T/W) | {v:.2f} ({100*v/(T/np):.0f} %) | {a/v:.2f}x / {g/v:.2f}x |")
+            o = med(("goccl/online", "tcp", np, M), 1)
+            if o == o:
+                print(f"| the same, auto with algo_tune online | {o:.2f} GB/s ({100*o/(T/np):.0f} % of T/W) | {v:.2f} | {o/v:.2f}x |")
     for np in (2, 4):
         for tr, peer in (("shm", ("Open MPI", "vader")), ("tcp", ("Open MPI", "tcp"))):
             a, g, v = med(("goccl/auto", tr, np, 8), 0), med(("goccl/ring", tr, np, 8), 0), med(peer + (np, 8), 0)
@@ -165,7 +183,9 @@ if mids:
         cells = []
         for tr, np, peer, _ in cols:
             a, v = med(("goccl/auto", tr, np, b), 0), med(peer + (np, b), 0)
-            cells.append(f"{'**' if a > v else ''}{a:.1f} vs {v:.1f} ({a/v:.2f}x){'**' if a > v else ''}")
+            o = med(("goccl/online", tr, np, b), 0)
+            on = f"; online {o/v:.2f}x" if o == o else ""
+            cells.append(f"{'**' if a > v else ''}{a:.1f} vs {v:.1f} ({a/v:.2f}x){'**' if a > v else ''}{on}")
         print(f"| {b >> 10} KiB | " + " | ".join(cells) + " |")
 print("\nEvery sample (us per call, busbw GB/s):\n")
 print("| tool | transport | ranks | bytes | time per round (us) | busbw per round |")
