@@ -135,7 +135,9 @@ func (s *selector) pick(kind Kind, bytes, world int, off transport.Offloader) (a
 func (c *Comm) CostModel() algos.CostModel { return c.sel.Load().model }
 
 // Algo names the algorithm this communicator would run for kind on a call of bytes
-// (counted as nccl-tests' size column), with the reason.
+// (counted as nccl-tests' size column), with the reason. With algo_tune online, an
+// AllReduce whose size class the ranks have agreed on reports that choice and the
+// figures it was made on (algotune.go).
 func (c *Comm) Algo(kind Kind, bytes int) (string, string) {
 	a, why, err := c.sel.Load().pick(kind, bytes, c.size, c.offload)
 	switch {

@@ -412,6 +412,9 @@ func (b *bench) notes(cb combo) []string {
 		fmt.Sprintf("goccl transport: %s (rank 0 links: %s)  algorithm: %s (%s)", t, linkSummary(c), a, picks),
 		fmt.Sprintf("goccl ranks: %d  binary: %s", c.Size(), filepath.Base(exe)),
 	}
+	if c.Config().AlgoTune == goccl.AlgoTuneOnline && b.o.Coll.Kind == goccl.KindAllReduce {
+		out = append(out, "goccl algo_tune: online: auto times its AllReduce candidates per size class from 64 KiB and runs the one the ranks agree is fastest (the picks above are the model's until then; --predict's algo column shows the agreed choice)")
+	}
 	switch {
 	case b.o.Register == 2 && b.shared && a == direct.Name:
 		out = append(out, "goccl buffers: AllocShared (-R 2), mapped by every rank: every call reads them in place (algorithm direct)")
