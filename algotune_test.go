@@ -28,13 +28,8 @@ import (
 // (agreeing after each), the others in turn; sizes below algoTuneMin, and a tuner that
 // is off, are left alone.
 func TestAlgoTunerSchedule(t *testing.T) {
-	ring, err := algos.Lookup("ring")
-	require.NoError(t, err)
-	sel, err := newSelector("auto")
-	require.NoError(t, err)
-	sel.model = algos.ShmModel
 	c := &Comm{size: 3, stageable: true, stagedMin: 16 << 20} // a staging area, not yet set up
-	c.sel.Store(sel)
+	ring := withShmModel(t, c)
 	require.Zero(t, c.algoBefore(1<<20, ring), "off: nothing tuned")
 	c.algoTune.setSchedule(algoTuneMin, algoUntimed, algoTrials, algoTryEvery, algoBand)
 	require.Zero(t, c.algoBefore(algoTuneMin-1, ring), "below algoTuneMin")
@@ -95,6 +90,19 @@ func TestAlgoTunerSchedule(t *testing.T) {
 	for i, n := range agreed {
 		require.Equal(t, start+(i+1)*algoTryEvery, n)
 	}
+}
+
+// withShmModel gives the hand-made communicator c an auto selector priced by the
+// built-in shm model and returns the ring, the pick the tests pass.
+func withShmModel(t *testing.T, c *Comm) algos.Algorithm {
+	t.Helper()
+	ring, err := algos.Lookup("ring")
+	require.NoError(t, err)
+	sel, err := newSelector("auto")
+	require.NoError(t, err)
+	sel.model = algos.ShmModel
+	c.sel.Store(sel)
+	return ring
 }
 
 // TestAlgoClassSettle: the choice moves to the fastest candidate only when it is under
@@ -276,11 +284,7 @@ func TestAlgoTuneConfig(t *testing.T) {
 // the model prices it near; a staged range the config sets binds (outside it, staged
 // is left out), as does shm.staged_min off; the built-in range does not.
 func TestAlgoCandsStaged(t *testing.T) {
-	ring, err := algos.Lookup("ring")
-	require.NoError(t, err)
-	sel, err := newSelector("auto")
-	require.NoError(t, err)
-	sel.model = algos.ShmModel
+	var ring algos.Algorithm
 	names := func(c *Comm, bytes int) []string {
 		var out []string
 		for _, a := range c.algoCands(ring, bytes) {
@@ -305,7 +309,7 @@ func TestAlgoCandsStaged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Comm{size: 3, stageable: tc.stageable, stagedMin: tc.min, stagedMax: tc.max, stagedSet: tc.set}
 			c.algoTune.band = algoBand
-			c.sel.Store(sel)
+			ring = withShmModel(t, c)
 			got := names(c, 1<<20)
 			require.Equal(t, "ring", got[0], "the pick comes first")
 			require.Equal(t, tc.wantStaged, slices.Contains(got, staged.Name), "%v", got)
