@@ -143,19 +143,20 @@ func (c *Comm) algoBefore(bytes int, pick algos.Algorithm) algoTry {
 		j := n - t.untimed
 		return algoTry{cls: cls, i: int(j % k), timed: true, agree: j == t.trials*k-1}
 	case (n-t.untimed-t.trials*k+1)%t.every == 0:
-		i := cls.next
-		if cls.next++; cls.next == len(cls.cands) {
-			cls.next = 0
-		}
+		i := cls.advance()
 		if i == cls.choice {
-			i = cls.next
-			if cls.next++; cls.next == len(cls.cands) {
-				cls.next = 0
-			}
+			i = cls.advance()
 		}
 		return algoTry{cls: cls, i: i, timed: true, agree: true}
 	}
 	return algoTry{cls: cls, i: cls.choice, timed: true}
+}
+
+// advance returns the candidate the next try runs and moves on to the one after.
+func (cls *algoClass) advance() int {
+	i := cls.next
+	cls.next = (i + 1) % len(cls.cands)
+	return i
 }
 
 // algoCands lists the candidates for a class whose first call, of bytes, the
@@ -163,11 +164,12 @@ func (c *Comm) algoBefore(bytes int, pick algos.Algorithm) algoTry {
 // naive, rd and staged that the model puts within algoBand of its fastest. Staged is
 // one where the group has a staging area, unless shm.staged_min is off or the config
 // sets a staged range that bytes is outside (the built-in range, and a tune file's,
-// are the model's kind of guess, which the tuner is there to check). So the tuner spends calls only where the model is
-// unsure: pick is the model's unless the staged range overrode it (shm.StagedMinFor),
-// and the model has ranked the two closest algorithms wrongly on some hosts. Only a
-// choice among the single-host algorithms is tuned; the hierarchical one (ranks on
-// several hosts) and the offload keep the model's choice.
+// are the model's kind of guess, which the tuner is there to check). So the tuner
+// spends calls only where the model is unsure: pick is the model's unless the staged
+// range overrode it (shm.StagedMinFor), and the model has ranked the two closest
+// algorithms wrongly on some hosts. Only a choice among the single-host algorithms is
+// tuned; the hierarchical one (ranks on several hosts) and the offload keep the
+// model's choice. There are at most five candidates (a tree pick and the four).
 func (c *Comm) algoCands(pick algos.Algorithm, bytes int) []algos.Algorithm {
 	switch pick.Name() {
 	case "ring", "naive", "rd", "tree", staged.Name:

@@ -81,7 +81,7 @@ func (c *Comm) runCollective(ctx context.Context, w *Work, k *call, hdr transpor
 	if c.streamTune.links != nil {
 		cls, on = c.streamTune.before(bytes)
 	}
-	if c.algoTune.on || cls != nil {
+	if cls != nil || c.algoTune.on && bytes >= c.algoTune.min { // a call the tuners may time
 		start = c.clockNow()
 	}
 	err := c.doCollective(ctx, w, k, hdr, &try)

@@ -141,7 +141,7 @@ func (s *streamClass) pick(def bool) bool {
 	case n < streamUntimed+streamFirst:
 		return (n-streamUntimed)%2 == 0 == def
 	}
-	switch { // a way with no time yet runs next (auto's online choice of algorithm skips recording other algorithms' calls)
+	switch { // a way with no time yet
 	case s.ns[0] == 0 && s.ns[1] == 0:
 		return def
 	case s.ns[0] == 0:
