@@ -140,11 +140,21 @@ func RingExchange(n, w, chunk, eager int) bool {
 // exchange; RDDirect is its rule, shared by the algorithm and the cost model.
 const RDDirectMax = 8
 
+// RDDirectBytes is the largest vector that algos/rd sends whole to every other rank
+// from 4 ranks on. The direct exchange sends W-1 vectors per rank in one hop, recursive
+// halving and doubling 2(W-1)/W of one in 2 log2 W hops: at 4 ranks twice the bytes,
+// at 8 four times. Up to the eager size (1 MiB over tcp with 4 MiB socket buffers)
+// the direct exchange took 1.1-2.4x halving's time from 64 KiB at 4 ranks over shm
+// and tcp, and from 32 KiB at 6 and 8 over tcp and at 8 over shm (BENCHMARKS.md,
+// "Speed", 47).
+const RDDirectBytes = 32 << 10
+
 // RDDirect reports whether algos/rd runs an AllReduce of n bytes per rank over w ranks
 // with pipelining unit chunk and links of eager size eager (algos.EagerLimit) as the
-// one-step direct exchange (else recursive doubling).
+// one-step direct exchange (else recursive doubling or halving): one eager message,
+// and from 4 ranks at most RDDirectBytes.
 func RDDirect(n, w, chunk, eager int) bool {
-	return w <= RDDirectMax && n <= eager && n <= chunk
+	return w <= RDDirectMax && n <= eager && n <= chunk && (w < 4 || n <= RDDirectBytes)
 }
 
 // RDHalves reports whether algos/rd runs an AllReduce of n bytes per rank over w ranks
@@ -152,10 +162,10 @@ func RDDirect(n, w, chunk, eager int) bool {
 // (Rabenseifner's: 2(P-1)/P of the vector each way in 2 log2 P steps, P the largest
 // power of two <= w) rather than recursive doubling of the whole vector (log2 P
 // vectors in log2 P steps): from 4 such ranks, for a vector of more than one eager
-// message. At P = 2 both move the vector once each way, and doubling does it in one
-// step.
+// message or more than RDDirectBytes. At P = 2 both move the vector once each way, and
+// doubling does it in one step.
 func RDHalves(n, w, chunk, eager int) bool {
-	return w >= 4 && (n > eager || n > chunk)
+	return w >= 4 && (n > eager || n > chunk || n > RDDirectBytes)
 }
 
 // PairwiseOneStepMax is the largest block that algos/rd's AllGather and ReduceScatter

@@ -1,11 +1,12 @@
 // Package rd is the latency-optimal AllReduce for small messages, and Barrier,
 // AllGather and ReduceScatter: a direct exchange
 // (every rank sends its vector to every other rank and reduces the W vectors itself,
-// one step) for small messages on up to DirectMax ranks; recursive doubling (log2 W
-// steps, each an exchange of the whole vector with the rank whose number differs in
-// one bit; worlds that are not a power of two fold their extra ranks in with one step
-// before and one after) for other vectors of one eager message, and at 2 and 3 ranks;
-// and from 4 ranks, past one eager message, Rabenseifner's recursive halving and
+// one step) for vectors of one eager message on up to DirectMax ranks, from 4 ranks
+// only up to algos.RDDirectBytes (32 KiB); recursive doubling (log2 W steps, each an
+// exchange of the whole vector with the rank whose number differs in one bit; worlds
+// that are not a power of two fold their extra ranks in with one step before and one
+// after) for other vectors of one eager message, and at 2 and 3 ranks; and from 4
+// ranks, past one eager message or RDDirectBytes, Rabenseifner's recursive halving and
 // doubling (algos.RDHalves): log2 W steps that each hand the partner half of what a
 // rank still reduces, then log2 W that gather the reduced blocks back, 2(W-1)/W of the
 // vector each way as in the ring, in 2 log2 W steps instead of 2(W-1).

@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,6 +121,89 @@ func TestBitIdentical(t *testing.T) {
 				got := get(c.dt, args[0].Recv, i)
 				tol := float64(c.world) * 4 * algostest.UnitRoundoff(c.dt) * max(1, math.Abs(want))
 				require.InDelta(t, want, got, tol, "%v %v w=%d n=%d element %d", c.dt, c.op, c.world, c.count, i)
+			}
+		}
+	}
+}
+
+// eagerPeers gives a mesh's Peers an eager size, as the communicator's do (tcp's links
+// promise 1 MiB with 4 MiB socket buffers); inmem's links queue any message.
+type eagerPeers struct {
+	algos.Peers
+	eager int
+}
+
+func (p eagerPeers) EagerBytes() int { return p.eager }
+
+// tagLog records the tag of every message a rank sends.
+type tagLog struct {
+	transport.Conn
+	mu   *sync.Mutex
+	tags *[]uint32
+}
+
+func (c tagLog) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	c.mu.Lock()
+	*c.tags = append(*c.tags, h.Tag)
+	c.mu.Unlock()
+	return c.Conn.Send(ctx, h, payload)
+}
+
+// TestDirectBytes: under links whose eager size would take the whole vector, from 4
+// ranks the direct exchange stops at algos.RDDirectBytes and recursive halving takes
+// over (W-1 messages per rank, all with the direct tag, against 2 log2 W, none with
+// it); below 4 ranks it goes on to the eager size. Sums against a float64 reference
+// on both sides of the bound, in place and out of place.
+func TestDirectBytes(t *testing.T) {
+	const eager = 1 << 20
+	direct, _ := rd.Algorithm{}.ExchangeTag(0, 2, eager, eager)
+	esz := transport.Float32.Size()
+	bound := algos.RDDirectBytes / esz
+	for _, w := range []int{3, 4, 8} {
+		for _, count := range []int{bound - 1, bound, bound + 1, 3*bound + 5} {
+			for _, inPlace := range []bool{false, true} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				m, err := algostest.NewMesh(ctx, w)
+				require.NoError(t, err)
+				var mu sync.Mutex
+				tags := make([][]uint32, w)
+				m.Wrap(func(rank, _ int, c transport.Conn) transport.Conn { return tagLog{c, &mu, &tags[rank]} })
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(count)))
+				want := make([]float64, count)
+				args := make([]*algos.Args, w)
+				for r := range w {
+					send := make([]byte, count*esz)
+					for i := range count {
+						want[i] += put(transport.Float32, send, i, rng.Float64()*2-1)
+					}
+					recv := make([]byte, len(send))
+					if inPlace {
+						recv = send
+					}
+					args[r] = &algos.Args{Kind: transport.KindAllReduce, DType: transport.Float32, Op: transport.Sum,
+						Count: count, Send: send, Recv: recv, ChunkBytes: eager}
+				}
+				errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+					return rd.Algorithm{}.Run(ctx, eagerPeers{p, eager}, a)
+				})
+				require.NoError(t, algostest.FirstError(errs))
+				cancel()
+				m.Close()
+				isDirect := w < 4 || count*esz <= algos.RDDirectBytes
+				for r := range w {
+					msgs := w - 1
+					if !isDirect {
+						msgs = 2 * (bits.Len(uint(w)) - 1)
+					}
+					require.Len(t, tags[r], msgs, "w=%d count=%d rank %d: messages sent", w, count, r)
+					for _, tg := range tags[r] {
+						require.Equal(t, isDirect, tg == direct, "w=%d count=%d rank %d: tag %#x, direct tag %#x", w, count, r, tg, direct)
+					}
+					for i := range count {
+						require.InDelta(t, want[i], get(transport.Float32, args[r].Recv, i), float64(w)*4*algostest.UnitRoundoff(transport.Float32)*max(1, math.Abs(want[i])),
+							"w=%d count=%d rank %d element %d", w, count, r, i)
+					}
+				}
 			}
 		}
 	}
