@@ -143,10 +143,11 @@ const RDDirectMax = 8
 // RDDirectBytes is the largest vector that algos/rd sends whole to every other rank
 // from 4 ranks on. The direct exchange sends W-1 vectors per rank in one hop, recursive
 // halving and doubling 2(W-1)/W of one in 2 log2 W hops: at 4 ranks twice the bytes,
-// at 8 four times. Up to the eager size (1 MiB over tcp with 4 MiB socket buffers)
-// the direct exchange took 1.1-2.4x halving's time from 64 KiB at 4 ranks over shm
-// and tcp, and from 32 KiB at 6 and 8 over tcp and at 8 over shm (BENCHMARKS.md,
-// "Speed", 47).
+// at 8 four times. Below the eager size (1 MiB over tcp with 4 MiB socket buffers) the
+// direct exchange took 1.6-4.0x halving's time from 64 KiB at 4 ranks over tcp and
+// 1.8-1.9x from 256 KiB over shm, and 1.2-7.2x from 64 KiB at 6 and 8 ranks; below
+// 32 KiB it was faster in some (0.54-0.95x at 4 and 6 ranks over shm) and slower in
+// others (1.1-1.5x over tcp) (BENCHMARKS.md, "Speed", 47a).
 const RDDirectBytes = 32 << 10
 
 // RDDirect reports whether algos/rd runs an AllReduce of n bytes per rank over w ranks
