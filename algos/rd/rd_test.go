@@ -152,13 +152,16 @@ func (c tagLog) Send(ctx context.Context, h transport.Header, payload []byte) er
 // TestDirectBytes: under links whose eager size would take the whole vector, from 4
 // ranks the direct exchange stops at algos.RDDirectBytes and recursive halving takes
 // over (W-1 messages per rank, all with the direct tag, against 2 log2 W, none with
-// it); below 4 ranks it goes on to the eager size. Sums against a float64 reference
-// on both sides of the bound, in place and out of place.
+// it); below 4 ranks it goes on to the eager size. Results against algostest's serial
+// reference on both sides of the bound, in place and out of place.
 func TestDirectBytes(t *testing.T) {
 	const eager = 1 << 20
 	direct, _ := rd.Algorithm{}.ExchangeTag(0, 2, eager, eager)
 	esz := transport.Float32.Size()
 	bound := algos.RDDirectBytes / esz
+	run := func(ctx context.Context, p algos.Peers, a *algos.Args) error {
+		return rd.Algorithm{}.Run(ctx, eagerPeers{p, eager}, a)
+	}
 	for _, w := range []int{3, 4, 8} {
 		for _, count := range []int{bound - 1, bound, bound + 1, 3*bound + 5} {
 			for _, inPlace := range []bool{false, true} {
@@ -168,40 +171,20 @@ func TestDirectBytes(t *testing.T) {
 				var mu sync.Mutex
 				tags := make([][]uint32, w)
 				m.Wrap(func(rank, _ int, c transport.Conn) transport.Conn { return tagLog{c, &mu, &tags[rank]} })
-				rng := rand.New(rand.NewPCG(uint64(w), uint64(count)))
-				want := make([]float64, count)
-				args := make([]*algos.Args, w)
-				for r := range w {
-					send := make([]byte, count*esz)
-					for i := range count {
-						want[i] += put(transport.Float32, send, i, rng.Float64()*2-1)
-					}
-					recv := make([]byte, len(send))
-					if inPlace {
-						recv = send
-					}
-					args[r] = &algos.Args{Kind: transport.KindAllReduce, DType: transport.Float32, Op: transport.Sum,
-						Count: count, Send: send, Recv: recv, ChunkBytes: eager}
-				}
-				errs := m.Run(ctx, args, func(ctx context.Context, p algos.Peers, a *algos.Args) error {
-					return rd.Algorithm{}.Run(ctx, eagerPeers{p, eager}, a)
-				})
-				require.NoError(t, algostest.FirstError(errs))
+				c := algostest.Case{Kind: transport.KindAllReduce, DType: transport.Float32, Op: transport.Sum,
+					Count: count, InPlace: inPlace, ChunkBytes: eager, Seed: uint64(w)}
+				require.NoError(t, c.Check(ctx, m, run), "w=%d %v", w, c)
 				cancel()
 				m.Close()
 				isDirect := w < 4 || count*esz <= algos.RDDirectBytes
+				msgs := w - 1
+				if !isDirect {
+					msgs = 2 * (bits.Len(uint(w)) - 1)
+				}
 				for r := range w {
-					msgs := w - 1
-					if !isDirect {
-						msgs = 2 * (bits.Len(uint(w)) - 1)
-					}
-					require.Len(t, tags[r], msgs, "w=%d count=%d rank %d: messages sent", w, count, r)
+					require.Len(t, tags[r], msgs, "w=%d %v rank %d: messages sent", w, c, r)
 					for _, tg := range tags[r] {
-						require.Equal(t, isDirect, tg == direct, "w=%d count=%d rank %d: tag %#x, direct tag %#x", w, count, r, tg, direct)
-					}
-					for i := range count {
-						require.InDelta(t, want[i], get(transport.Float32, args[r].Recv, i), float64(w)*4*algostest.UnitRoundoff(transport.Float32)*max(1, math.Abs(want[i])),
-							"w=%d count=%d rank %d element %d", w, count, r, i)
+						require.Equal(t, isDirect, tg == direct, "w=%d %v rank %d: tag %#x, direct tag %#x", w, c, r, tg, direct)
 					}
 				}
 			}
