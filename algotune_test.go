@@ -284,10 +284,9 @@ func TestAlgoTuneConfig(t *testing.T) {
 // the model prices it near; a staged range the config sets binds (outside it, staged
 // is left out), as does shm.staged_min off; the built-in range does not.
 func TestAlgoCandsStaged(t *testing.T) {
-	var ring algos.Algorithm
-	names := func(c *Comm, bytes int) []string {
+	names := func(c *Comm, pick algos.Algorithm, bytes int) []string {
 		var out []string
-		for _, a := range c.algoCands(ring, bytes) {
+		for _, a := range c.algoCands(pick, bytes) {
 			out = append(out, a.Name())
 		}
 		return out
@@ -309,11 +308,33 @@ func TestAlgoCandsStaged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Comm{size: 3, stageable: tc.stageable, stagedMin: tc.min, stagedMax: tc.max, stagedSet: tc.set}
 			c.algoTune.band = algoBand
-			ring = withShmModel(t, c)
-			got := names(c, 1<<20)
+			ring := withShmModel(t, c)
+			got := names(c, ring, 1<<20)
 			require.Equal(t, "ring", got[0], "the pick comes first")
 			require.Equal(t, tc.wantStaged, slices.Contains(got, staged.Name), "%v", got)
 		})
+	}
+
+	// A staged pick is tried beside the fastest of the others even where the model
+	// prices that one beyond the band: at 3 ranks the model puts staged well ahead of
+	// every other from 1 MiB, and the order has turned from host to host.
+	c := &Comm{size: 3, stageable: true, stagedMin: 512 << 10, stagedMax: math.MaxInt}
+	c.algoTune.band = algoBand
+	withShmModel(t, c)
+	for _, bytes := range []int{1 << 20, 8<<20 + 12} {
+		tStaged, err := algos.ShmModel.Predict(staged.Name, KindAllReduce, bytes, 3)
+		require.NoError(t, err)
+		best, bestT := "", time.Duration(math.MaxInt64)
+		for _, name := range []string{"ring", "naive", "rd"} {
+			tn, err := algos.ShmModel.Predict(name, KindAllReduce, bytes, 3)
+			require.NoError(t, err)
+			if tn < bestT {
+				best, bestT = name, tn
+			}
+		}
+		require.Greater(t, float64(bestT), algoBand*float64(tStaged), "%d B: the case this covers", bytes)
+		got := names(c, stagedAlgo, bytes)
+		require.Equal(t, []string{staged.Name, best}, got, "%d B", bytes)
 	}
 }
 
