@@ -344,23 +344,22 @@ func (o Options) Streams(links int, samePid bool) bool {
 // ("Speed", 16) it led from 16 and 32 KiB, where a hand-off between ranks cost more. On
 // an Intel host the ring was faster from 8 MiB at 2 ranks one day and staged tied or
 // led there the next, and staged was 1.14-1.69x faster than this default's pick at
-// 32-128 KiB at 3 ranks and 16-64 KiB at 4 ("Speed", 19 and 20). At 3 ranks it started
-// at 16 MiB until "Speed", 48a: on the AMD family 26 host naive was 1.09-1.28x faster than staged at
-// 256-512 KiB ("Speed", 27 and 28), and once the cost model priced the ring's
-// lock-stepped steps there (algos.CostModel's lockstep) auto runs naive below 1 MiB;
-// from 1 to 8 MiB the ring took 0.87-0.93x staged's time in 11 rounds of bench/auto.sh
-// over two days, and 0.61-0.84x in single-size launches, while staged led from 16 MiB
-// in the sweeps ("Speed", 38c). On the two hosts since, the order turned: in all six
-// runs of bench/auto.sh there (auto48 and auto49 on the Intel host, auto50-auto53 on the
-// AMD family 25 host; "Speed", 48a) staged was the fastest at 3 ranks at 512 KiB and at
-// every size from 1 MiB to 8 MiB, where the ring or naive took 1.06-1.29x its time at
-// 512 KiB and 1.14-1.87x at 1-8 MiB; at 256 KiB staged led on the Intel host (1.44-1.48x)
-// and tied on the AMD one (0.97-1.11x). So at 3 ranks it starts at 512 KiB: two hosts of
-// three favour it, by more than the third loses (staged 1.08-1.15x the ring's time in the
-// family 26 sweeps), and `goccl tune` or algo_tune: online finds the order on a host
-// like that one. From 4 ranks it starts at 256 KiB: at 128 KiB naive took 0.81x staged's
-// time in 15 rounds of bench/auto.sh over two days, and 0.92x in single-size launches
-// ("Speed", 38d). Where a host differs, `goccl tune` measures the range (a tune file's staged range replaces
+// 32-128 KiB at 3 ranks and 16-64 KiB at 4 ("Speed", 19 and 20).
+//
+// From 3 ranks it starts at 256 KiB. At 3 ranks it started at 16 MiB until "Speed",
+// 48a: on the AMD family 26 host naive was 1.09-1.28x faster than staged at 256-512 KiB
+// ("Speed", 27 and 28), and from 1 to 8 MiB the ring took 0.87-0.93x staged's time in
+// 11 rounds of bench/auto.sh over two days, and 0.61-0.84x in single-size launches
+// ("Speed", 38c). On the two hosts since, the order turned. In all ten runs of
+// bench/auto.sh there (auto48 and auto49 on the Intel host, auto50-auto57 on the AMD
+// family 25 host; "Speed", 48a) staged never took more than 1.03x the fastest other
+// algorithm's time at 3 ranks from 256 KiB to 8 MiB. The ring or naive took 0.97-1.48x
+// staged's time at 256 KiB, 1.04-1.30x at 512 KiB and 1.08-1.87x at 1-8 MiB. At 128 KiB
+// naive was up to 1.39x faster. Two hosts of three favour staged there, by more than
+// the third loses, and `goccl tune` or algo_tune: online finds the order on a host like
+// that one. From 4 ranks: at 128 KiB naive took 0.81x staged's time in 15 rounds of
+// bench/auto.sh over two days, and 0.92x in single-size launches ("Speed", 38d). Where a
+// host differs, `goccl tune` measures the range (a tune file's staged range replaces
 // this default), or set shm.staged_min and shm.staged_max.
 //
 // stream says that every rank's links stream their payloads (Options.Streams). At 2
@@ -370,9 +369,7 @@ func StagedMinFor(world int, stream bool) int {
 	switch {
 	case world == 2 && stream:
 		return math.MaxInt
-	case world == 3:
-		return 512 << 10
-	case world >= 4:
+	case world >= 3:
 		return 256 << 10
 	}
 	return 128 << 10

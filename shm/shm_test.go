@@ -152,7 +152,7 @@ func TestStagingDefaults(t *testing.T) {
 	for w, want := range map[int]int{1: 8 << 20, 2: 8 << 20, 4: 8 << 20, 8: 4 << 20, 16: 2 << 20, 1024: 2 << 20} {
 		require.Equal(t, want, StagingBytesFor(w), "world %d", w)
 	}
-	for w, want := range map[int]int{2: 128 << 10, 3: 512 << 10, 4: 256 << 10, 8: 256 << 10} {
+	for w, want := range map[int]int{2: 128 << 10, 3: 256 << 10, 4: 256 << 10, 8: 256 << 10} {
 		require.Equal(t, want, StagedMinFor(w, false), "world %d", w)
 		if w == 2 {
 			want = math.MaxInt // streaming links: the ring at every size
