@@ -167,11 +167,12 @@ func (cls *algoClass) advance() int {
 // are the model's kind of guess, which the tuner is there to check). So the tuner
 // spends calls only where the model is unsure: pick is the model's unless the staged
 // range overrode it (shm.StagedMinFor), and the model has ranked the two closest
-// algorithms wrongly on some hosts. Where staged is a candidate, so is the fastest of the
-// others, however the model prices it: staged's order against the ring or naive has
-// turned from host to host by more than the band (shm.StagedMinFor). Only a choice among the single-host algorithms is
-// tuned; the hierarchical one (ranks on several hosts) and the offload keep the
-// model's choice. There are at most five candidates (a tree pick and the four).
+// algorithms wrongly on some hosts. Where staged is a candidate, so is the fastest of
+// the others, however the model prices it: staged's order against the ring or naive
+// has turned from host to host by more than the band (shm.StagedMinFor). Only a choice
+// among the single-host algorithms is tuned; the hierarchical one (ranks on several
+// hosts) and the offload keep the model's choice. There are at most five candidates (a
+// tree pick and the four).
 func (c *Comm) algoCands(pick algos.Algorithm, bytes int) []algos.Algorithm {
 	switch pick.Name() {
 	case "ring", "naive", "rd", "tree", staged.Name:
@@ -214,7 +215,7 @@ func (c *Comm) algoCands(pick algos.Algorithm, bytes int) []algos.Algorithm {
 		}
 	}
 	if slices.Contains(cands, stagedAlgo) {
-		// The model's price of staged against the ring has been wrong both ways
+		// The model's order of staged and the others has been wrong both ways
 		// (shm.StagedMinFor), so the fastest of the others is always tried beside it.
 		others := slices.DeleteFunc(slices.Clone(all), func(x cand) bool { return x.a == stagedAlgo })
 		if len(others) > 0 {
