@@ -299,10 +299,16 @@ func (m CostModel) stretch(w int) float64 {
 // measured 1.5-2x the model's time at 64-512 KiB and 1.2-1.4x at 1-2 MiB, while naive
 // and rd's direct exchange, one or two steps, matched it; over tcp, whose waiting ranks
 // sleep in the kernel, 6 rounds of bench/auto.sh had it 1.2x, 1.5x and 1.2x at 512 KiB,
-// 1 MiB and 2 MiB, and naive 0.8-1.1x. Past the eager size the ring pipelines its
-// chunks and its bytes come from memory, which every core shares: it measured 0.9-1.0x
-// the model at 4 MiB over shm, so it is not scaled there (BENCHMARKS.md, "Speed", 28
-// and 29).
+// 1 MiB and 2 MiB, and naive 0.8-1.1x. rd's direct exchange is one such step, every
+// rank sending to and receiving from all the others at once, and a later host showed
+// it over shm (rdCost scales it where ranks poll): on the AMD family 25 host its time
+// grew 0.65-0.81 us per KiB at 3 ranks over shm
+// from 16 to 64 KiB in one launch, against the unscaled model's 0.54, and naive was
+// faster at 32 KiB in eight of nine runs of bench/auto.sh (rd 1.13-1.30x in six;
+// "Speed", 48c), so it is scaled too. Past the eager size the ring pipelines its chunks
+// and its bytes come from memory, which every core shares: it measured 0.9-1.0x the
+// model at 4 MiB over shm, so it is not scaled there (BENCHMARKS.md, "Speed", 28 and
+// 29).
 func (m CostModel) lockstep(w int) float64 {
 	if m.Cores <= 0 || w <= m.Cores {
 		return 1
@@ -631,7 +637,16 @@ func rdCost(m CostModel, kind transport.Kind, n float64, w int) float64 {
 		return math.Inf(1)
 	}
 	if RDDirect(int(n), w, m.ChunkBytes, m.EagerBytes) {
-		return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*n, wf*(wf-1)*n, (wf-1)*n, wf*(wf-1)*n)
+		// One step in which every rank sends to and receives from every other at once:
+		// in lockstep where ranks outnumber the cores and wait by polling (shm), as the
+		// ring's steps are. Over tcp, where naive is the cheaper one there anyway, rd's
+		// times at 3 ranks scattered both ways around the unscaled price (0.87-1.46x
+		// naive's at 64 KiB in auto40-42-tcp), so it stays unscaled.
+		ls := 1.0
+		if m.Polls {
+			ls = m.lockstep(w)
+		}
+		return m.hop(w, false) + m.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*n, ls*wf*(wf-1)*n, (wf-1)*n, ls*wf*(wf-1)*n)
 	}
 	pw := 1 << (bits.Len(uint(w)) - 1)
 	lg, e := float64(bits.Len(uint(pw))-1), float64(w-pw)

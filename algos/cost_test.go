@@ -298,6 +298,41 @@ func TestPredictLockstep(t *testing.T) {
 	}
 }
 
+// TestPredictRDDirectLockstep: rd's direct exchange (every rank sends its vector to
+// every other and reduces theirs in one step) costs (W-1) n (1/Beta + 1/Gamma) above the
+// empty call with a core per rank. Where ranks outnumber the cores, all ranks' W(W-1) n
+// spread over the cores: W/C times that when waiting ranks sleep (tcp), and, when they
+// poll (shm), ceil(W/C) times, the step waiting for the core that holds the most ranks,
+// as the ring's steps do (TestPredictLockstep).
+func TestPredictRDDirectLockstep(t *testing.T) {
+	const beta, gamma = 1e9, 2e9
+	for _, tc := range []struct{ w, cores, n int }{
+		{3, 2, 1}, {3, 2, 1001}, {3, 2, 32 << 10}, {3, 2, 1 << 20}, {5, 2, 32 << 10}, {7, 2, 30001},
+		{4, 2, 32 << 10}, {3, 4, 64 << 10}, {2, 1, 4096}, {3, 0, 64 << 10},
+	} {
+		for _, polls := range []bool{false, true} {
+			m := algos.CostModel{Alpha: 10 * time.Microsecond, Overhead: time.Microsecond, Beta: beta, Gamma: gamma,
+				Cores: tc.cores, EagerBytes: 1 << 20, ChunkBytes: 1 << 20, Polls: polls}
+			require.True(t, algos.RDDirect(tc.n, tc.w, m.ChunkBytes, m.EagerBytes), "w=%d n=%d: the case this covers", tc.w, tc.n)
+			full, err := m.Predict("rd", transport.KindAllReduce, tc.n, tc.w)
+			require.NoError(t, err)
+			empty, err := m.Predict("rd", transport.KindAllReduce, 0, tc.w)
+			require.NoError(t, err)
+			w, c, n := float64(tc.w), float64(tc.cores), float64(tc.n)
+			spread := 1.0
+			switch {
+			case tc.cores == 0 || tc.w <= tc.cores:
+			case polls:
+				spread = math.Ceil(w / c)
+			default:
+				spread = w / c
+			}
+			want := spread * (w - 1) * n * (1/beta + 1/gamma)
+			require.InDelta(t, want, (full - empty).Seconds(), 2e-9*max(1, want*1e6), "w=%d cores=%d n=%d polls=%v", tc.w, tc.cores, tc.n, polls)
+		}
+	}
+}
+
 // TestPredictCrowded: a model with Crowded terms prices a host whose ranks outnumber its
 // cores exactly as a model made of those terms and its own shape, and any other world
 // (a core per rank, no cores given, or hosts of few enough ranks) as if it had none;

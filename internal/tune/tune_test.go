@@ -88,15 +88,23 @@ func naiveTime(p params, n, w int) float64 {
 	return p.call + 2*p.hop(w, n > eager) + p.load(w, msgs+2, 2*msgs, (wf-1)*nf, 2*(wf-1)*nf, (wf-1)*nf, (wf-1)*nf)
 }
 
-// rdTime for W = 2, 3, 4: a direct exchange (1 hop, W-1 buffers in and out) for small
-// buffers, else recursive doubling: one exchange for 2, and for 3 an exchange between
-// ranks 0 and 1 with rank 2 folded in and out (3 hops); for 4, recursive halving and
-// doubling: 4 hops, halves then quarters of the buffer each way (3/4 of it in each
-// half), the work stretched by W/cores where polling ranks outnumber the cores.
+// rdTime for W = 2, 3, 4: a direct exchange (1 hop, W-1 buffers in and out, in
+// lockstep where polling ranks outnumber the cores) for small buffers, else recursive
+// doubling: one exchange for 2, and for 3 an exchange between ranks 0 and 1 with rank 2
+// folded in and out (3 hops); for 4, recursive halving and doubling: 4 hops, halves
+// then quarters of the buffer each way (3/4 of it in each half), the work stretched by
+// W/cores where polling ranks outnumber the cores.
 func rdTime(p params, n, w int) float64 {
 	nf, wf := float64(n), float64(w)
 	if n <= eager {
-		return p.call + p.hop(w, false) + p.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*nf, wf*(wf-1)*nf, (wf-1)*nf, wf*(wf-1)*nf)
+		// One step of every rank at once: with polling ranks on fewer cores, all ranks'
+		// bytes count as the fullest core's ranks times the cores, as in the ring's steps.
+		slots := wf
+		if p.polls && p.cores > 0 && w > p.cores {
+			c := float64(p.cores)
+			slots = math.Ceil(wf/c) * c
+		}
+		return p.call + p.hop(w, false) + p.load(w, 2*(wf-1), 2*wf*(wf-1), (wf-1)*nf, slots*(wf-1)*nf, (wf-1)*nf, slots*(wf-1)*nf)
 	}
 	if w == 4 {
 		msgs := 4 * (chunksOf(nf/2) + chunksOf(nf/4))
