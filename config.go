@@ -59,10 +59,11 @@ type Config struct {
 	TuneFile string
 	// AlgoTune is how auto chooses an AllReduce's algorithm: "model" (or "", the default)
 	// runs the cost model's choice; "online" also times the candidates (the model's
-	// choice, its fastest, and the ring, naive, rd and staged where it prices them
-	// within 1.3x of that) on the communicator's own calls of 64 KiB and more, per
-	// power-of-two size class, and runs the fastest, which the ranks agree on
-	// (algotune.go). It takes effect only when every rank's config sets it.
+	// choice, its fastest, the ring, naive, rd and staged where it prices them within
+	// 1.3x of that, and beside staged the fastest of the others) on the communicator's
+	// own calls of 64 KiB and more, per power-of-two size class, and runs the fastest,
+	// which the ranks agree on (algotune.go). It takes effect only when every rank's
+	// config sets it.
 	AlgoTune string
 
 	source string // where rank and world came from, for String

@@ -302,13 +302,12 @@ func (m CostModel) stretch(w int) float64 {
 // 1 MiB and 2 MiB, and naive 0.8-1.1x. rd's direct exchange is one such step, every
 // rank sending to and receiving from all the others at once, and a later host showed
 // it over shm (rdCost scales it where ranks poll): on the AMD family 25 host its time
-// grew 0.65-0.81 us per KiB at 3 ranks over shm
-// from 16 to 64 KiB in one launch, against the unscaled model's 0.54, and naive was
-// faster at 32 KiB in eight of nine runs of bench/auto.sh (rd 1.13-1.30x in six;
-// "Speed", 48c), so it is scaled too. Past the eager size the ring pipelines its chunks
-// and its bytes come from memory, which every core shares: it measured 0.9-1.0x the
-// model at 4 MiB over shm, so it is not scaled there (BENCHMARKS.md, "Speed", 28 and
-// 29).
+// grew 0.65-0.81 us per KiB at 3 ranks over shm from 16 to 64 KiB in one launch,
+// against the unscaled model's 0.54, and naive was faster at 32 KiB in eight of nine
+// runs of bench/auto.sh (rd 1.13-1.30x in six; "Speed", 48c), so it is scaled too.
+// Past the eager size the ring pipelines its chunks and its bytes come from memory,
+// which every core shares: it measured 0.9-1.0x the model at 4 MiB over shm, so it is
+// not scaled there (BENCHMARKS.md, "Speed", 28 and 29).
 func (m CostModel) lockstep(w int) float64 {
 	if m.Cores <= 0 || w <= m.Cores {
 		return 1
