@@ -36,6 +36,13 @@
 # instead of the default (shm for local ranks); staged, which only shm's links carry,
 # is left out of the fixed algorithms there.
 #
+# Every launch times the algorithms in turns (`goccl perf --interleave`): each size in
+# blocks of a few calls per algorithm, the algorithms taking turns block by block, each
+# row its algorithm's median block, so that the VM's drift between one report and the
+# next does not count as a difference between algorithms (BENCHMARKS.md, "Speed", 49).
+# INTERLEAVE=0 times one algorithm's whole sweep after another's instead, after a
+# warm-up report that is thrown away (every run before "Speed", 49).
+#
 # Writes OUTDIR/auto.tsv (ranks, bytes, algorithm, round, out-of-place us, the algorithm
 # auto ran) and OUTDIR/host.txt (bench/host.sh), and prints OUTDIR/auto.md
 # (bench/auto.py). Run nothing else meanwhile. DAMON=off (root) stops the kernel's DAMON
@@ -87,6 +94,14 @@ fi
 # "Speed", 27). --span 128M moves every sweep's buffers through 128 MiB, as the one sweep
 # 8 B..128 MiB does (without it the first sweeps ran from the cache: "Speed", 20).
 SWEEPS=("8 64K 1000 100" "128K 1M 200 20" "2M 4M 40 4" "8M 16M 16 2" "32M 128M 5 1")
+INTERLEAVE=${INTERLEAVE:-1}
+# Interleaved, a sweep's last number is --interleave's blocks. From 2 MiB one call's time
+# spreads widely (at 3 ranks and 8 MiB, 2.4-8.0 ms, 24 % CV), and a median of 16 calls
+# moved by 10-30 % between two names of one algorithm (auto and staged): the large sizes
+# take 60-120 calls, in blocks of 2-6. Below 1 MiB, blocks of 10-20 calls: with blocks of
+# 100 (10 per size) auto's median and that of the algorithm it ran differed by up to
+# 1.17x at 8-64 B in auto62.
+((INTERLEAVE)) && SWEEPS=("8 64K 1000 100 50" "128K 1M 400 20 40" "2M 4M 120 4 20" "8M 16M 60 2 20" "32M 128M 20 1 10")
 SPAN=128M
 FIRST=${FIRST_ROUND:-1}
 for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
@@ -97,18 +112,22 @@ for round in $(seq "$FIRST" $((FIRST + ROUNDS - 1))); do
   if ((round % 2 == 0)); then
     for ((i = 0, j = ${#order[@]} - 1; i < j; i++, j--)); do t=${order[i]}; order[i]=${order[j]}; order[j]=$t; done
   fi
-  list="${order[0]},$(IFS=,; echo "${order[*]}")" # the first report is the warm-up
+  list="$(IFS=,; echo "${order[*]}")"
+  skip=0
+  ((INTERLEAVE)) || { list="${order[0]},$list"; skip=1; } # the first report is the warm-up
   for np in "${RANKS[@]}"; do
     echo "== round $round, $np ranks: $list" >&2
     for sw in "${SWEEPS[@]}"; do
-      read -r lo hi iters warm <<< "$sw"
+      read -r lo hi iters warm blocks <<< "$sw"
+      inter=()
+      ((INTERLEAVE)) && inter=(--interleave "$blocks")
       tunefile=()
       [[ ${TUNE:-0} == 1 ]] && tunefile=(env GOCCL_TUNE_FILE="$TDIR/tune-$np.json")
       timeout 900 "${tunefile[@]}" bench/bin/goccl perf "$COLL" --np "$np" --transport "$TRANSPORT" --algo "$list" -b "$lo" -e "$hi" --span "$SPAN" -f 2 \
-        -n "$iters" -w "$warm" -c 0 -z 2 --predict 2>&1 |
-        awk -v np="$np" -v r="$round" '
+        -n "$iters" -w "$warm" -c 0 -z 2 --predict "${inter[@]}" 2>&1 |
+        awk -v np="$np" -v r="$round" -v skip="$skip" '
           /algorithm:/ {rep++; a=$0; sub(/.*algorithm: /, "", a); sub(/ .*/, "", a)}
-          /^ +[0-9]/ && rep > 1 {print np"\t"$1"\t"a"\t"r"\t"$6"\t"$NF}' >> "$TSV"
+          /^ +[0-9]/ && rep > skip {print np"\t"$1"\t"a"\t"r"\t"$6"\t"$NF}' >> "$TSV"
     done
   done
 done

@@ -45,6 +45,8 @@ type bench struct {
 	fault    bool
 	faultAt  int // the rank that corrupts its result under the fault hook
 	stageBuf []byte
+	inter    *interleaver    // --interleave's measuring pass: the algorithms take turns
+	replay   *replay         // a report of points --interleave measured: printed, not timed
 	model    algos.CostModel // --predict: the communicator's cost model (CommModel)
 	shared   bool            // -R 2 and the ranks share the buffers: large calls run direct
 }
@@ -184,26 +186,8 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 	if err := b.comm.Barrier(ctx); err != nil {
 		return fmt.Errorf("perf: barrier: %w", err)
 	}
-	for _, size := range WarmupSizes(o.MinBytes, o.MaxBytes) {
-		k := c.CountsFor(size, es, b.n)
-		// The warm-up calls the way the timed loop will (-z): 20000 queued Works before
-		// a blocking loop left a heap's worth of garbage, whose collection could then
-		// run during the first timed milliseconds (4 GC cycles in an 8-byte run of 2
-		// ranks before, none now).
-		var ws []*goccl.Work
-		for it := range o.Warmup {
-			s, r := b.buffers(k, dt, false, it)
-			if o.Blocking == 1 || o.Blocking == 2 {
-				if err := b.call(ctx, s, r, k, dt, op, root); err != nil {
-					return b.describe(err, "warm-up", size, dt, op, root)
-				}
-				continue
-			}
-			ws = append(ws, b.issue(ctx, s, r, k, dt, op, root))
-		}
-		if err := waitAll(ctx, ws); err != nil {
-			return b.describe(err, "warm-up", size, dt, op, root)
-		}
+	if err := b.warmAll(ctx, dt, op, root); err != nil {
+		return err
 	}
 	opName := "none"
 	if c.Reduces {
@@ -217,7 +201,7 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 			}
 			var outOfPlace Half
 			for _, inPlace := range []bool{false, true} {
-				h, err := b.benchTime(ctx, k, dt, op, root, inPlace)
+				h, err := b.measure(ctx, k, dt, op, root, inPlace)
 				if err != nil {
 					if b.rep != nil {
 						b.rep.printf("\n")
@@ -249,6 +233,53 @@ func (b *bench) timeTest(ctx context.Context, dt transport.DType, op transport.O
 	}
 	if o.Verbose && b.rep != nil {
 		b.printStats()
+	}
+	return nil
+}
+
+// warmAll runs -w calls of every warm-up size for the algorithm that is set, or with
+// --interleave for every algorithm in turn; a report that replays measured points
+// (--interleave's) has nothing to warm.
+func (b *bench) warmAll(ctx context.Context, dt transport.DType, op transport.Op, root int) error {
+	switch {
+	case b.replay != nil:
+		return nil
+	case b.inter != nil:
+		for _, a := range b.inter.algos {
+			if err := b.setAlgo(a); err != nil {
+				return err
+			}
+			if err := b.warmup(ctx, dt, op, root); err != nil {
+				return fmt.Errorf("--algo %s: %w", a, err)
+			}
+		}
+		return nil
+	}
+	return b.warmup(ctx, dt, op, root)
+}
+
+func (b *bench) warmup(ctx context.Context, dt transport.DType, op transport.Op, root int) error {
+	c, o, es := b.o.Coll, b.o, dt.Size()
+	for _, size := range WarmupSizes(o.MinBytes, o.MaxBytes) {
+		k := c.CountsFor(size, es, b.n)
+		// The warm-up calls the way the timed loop will (-z): 20000 queued Works before
+		// a blocking loop left a heap's worth of garbage, whose collection could then
+		// run during the first timed milliseconds (4 GC cycles in an 8-byte run of 2
+		// ranks before, none now).
+		var ws []*goccl.Work
+		for it := range o.Warmup {
+			s, r := b.buffers(k, dt, false, it)
+			if o.Blocking == 1 || o.Blocking == 2 {
+				if err := b.call(ctx, s, r, k, dt, op, root); err != nil {
+					return b.describe(err, "warm-up", size, dt, op, root)
+				}
+				continue
+			}
+			ws = append(ws, b.issue(ctx, s, r, k, dt, op, root))
+		}
+		if err := waitAll(ctx, ws); err != nil {
+			return b.describe(err, "warm-up", size, dt, op, root)
+		}
 	}
 	return nil
 }
@@ -422,7 +453,9 @@ func waitAll(ctx context.Context, ws []*goccl.Work) error {
 }
 
 // benchTime times one half of a row and checks its data (nccl-tests' BenchTime).
-func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op transport.Op, root int, inPlace bool) (Half, error) {
+// iters is -n, or with --interleave one block's share of it; checks is -c, or with
+// --interleave 0 for every block of an algorithm's row but its last.
+func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op transport.Op, root int, inPlace bool, iters, checks int) (Half, error) {
 	o := b.o
 	s, r := b.buffers(k, dt, inPlace, 0)
 	if err := b.once(ctx, s, r, k, dt, op, root); err != nil {
@@ -438,7 +471,7 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 	// slicing and its two divisions were a tenth of an 8-byte call's time.
 	fixed := b.shifts(k, dt) == 1
 	start := time.Now()
-	for it := range o.Iters {
+	for it := range iters {
 		var t0 time.Time
 		if o.PerIter { // a clock read costs 40-70 ns here: not on a loop that does not use it
 			t0 = time.Now()
@@ -483,7 +516,7 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 		return Half{}, err
 	}
 	elapsed := time.Since(start) - excluded
-	ops := float64(o.Iters * o.AggIters)
+	ops := float64(iters * o.AggIters)
 	t := []float64{elapsed.Seconds() / ops, cpu.Seconds() / ops}
 	if err := b.combine(ctx, t); err != nil {
 		return Half{}, err
@@ -505,7 +538,7 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 		h.Iter = st
 	}
 	b.seed++
-	for c := range o.Check {
+	for c := range checks {
 		wrong, err := b.check(ctx, k, dt, op, root, inPlace, b.seed*64+uint64(c))
 		if err != nil {
 			return Half{}, err
@@ -515,7 +548,7 @@ func (b *bench) benchTime(ctx context.Context, k Counts, dt transport.DType, op 
 			break
 		}
 	}
-	h.Checked = o.Check > 0
+	h.Checked = checks > 0
 	return h, nil
 }
 

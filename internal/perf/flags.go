@@ -47,6 +47,7 @@ type Options struct {
 	Verbose              bool
 	Predict              bool  // --predict: the cost model's time after the nccl-tests columns
 	SpanBytes            int64 // --span: the buffers the calls move through; 0 = -e's size
+	Interleave           int   // --interleave: blocks per size in which the algorithms take turns; 0 = off
 	Help                 bool
 	Args                 []string // the arguments as given, for the JSON file
 	npGiven, deviceGiven bool
@@ -254,6 +255,7 @@ var optSpecs = []optSpec{
 	}},
 	{'v', "verbose", "", "print per-communicator counters after each test, when the communicator has them", func(o *Options, _ string) error { o.Verbose = true; return nil }},
 	{0, "span", "SIZE", "move the buffers through SIZE bytes from call to call, as a sweep up to -e SIZE would (several short sweeps then time each size as one long sweep does) [-e's size]", sizeOpt(func(o *Options) *int64 { return &o.SpanBytes })},
+	{0, "interleave", "N", "time each size of every --algo in N blocks of -n/N calls, the algorithms taking turns block by block, and report each one's median block: a comparison of algorithms that the machine's drift from second to second does not move [0: one algorithm's whole report after the other's]", intOpt(0, math.MaxInt32, func(o *Options) *int { return &o.Interleave })},
 	{0, "predict", "", "add the cost model's time for the algorithm that runs, its error against the out-of-place time, and that algorithm, after the table's columns", func(o *Options, _ string) error { o.Predict = true; return nil }},
 }
 
@@ -431,6 +433,16 @@ func (o *Options) validate() error {
 	}
 	if o.PerIterSkip >= o.Iters {
 		return usagef("perf: -K %d must be less than -n %d", o.PerIterSkip, o.Iters)
+	}
+	if o.Interleave > 0 {
+		switch {
+		case o.Interleave > o.Iters:
+			return usagef("perf: --interleave %d splits -n %d calls into blocks: it must be at most -n (or give -n at least %d)", o.Interleave, o.Iters, o.Interleave)
+		case o.PerIter:
+			return usagef("perf: --interleave reports each algorithm's median block; it does not combine with -I 1 (per-iteration statistics)")
+		case o.RunCycles != 1:
+			return usagef("perf: --interleave runs the sweep once; it does not combine with -N %d (use -N 1)", o.RunCycles)
+		}
 	}
 	return nil
 }

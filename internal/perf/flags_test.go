@@ -119,6 +119,10 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"all_reduce", "--transport", ","}, "names nothing"},
 		{[]string{"all_reduce", "--device", "tpu"}, `"tpu" is not a device (valid: host, cuda)`},
 		{[]string{"all_reduce", "-b", "0", "-e", "8", "-f", "2"}, "never grows"},
+		{[]string{"all_reduce", "--interleave", "-1"}, "-1 is out of range (want >= 0)"},
+		{[]string{"all_reduce", "--interleave", "21"}, "--interleave 21 splits -n 20 calls into blocks: it must be at most -n"},
+		{[]string{"all_reduce", "--interleave", "2", "-I", "1"}, "does not combine with -I 1"},
+		{[]string{"all_reduce", "--interleave", "2", "-N", "0"}, "does not combine with -N 0"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.args)

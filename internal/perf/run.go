@@ -195,22 +195,13 @@ func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) (status 
 		// Kept open until the end: closing rank 0's first communicator could take a
 		// store it serves with it.
 		comms = append(comms, comm)
-		for _, a := range algos {
-			if a != "" {
-				if err := comm.SetAlgo(a); err != nil {
-					fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
-					return ExitUsage
-				}
-			}
-			cb := combo{t, a}
-			res, code := runReport(ctx, comm, o, cb, len(transports)*len(algos) > 1, &hb, stdout, stderr)
-			switch {
-			case code == ExitFailure || code == ExitTimeout:
-				return code
-			case code != ExitOK && status == ExitOK:
-				status = code
-			}
-			series = append(series, Series{Label: cb.label(), Points: res})
+		got, code := runAlgos(ctx, comm, o, t, algos, len(transports)*len(algos) > 1, &hb, stdout, stderr)
+		series = append(series, got...)
+		switch {
+		case code == ExitFailure || code == ExitTimeout || code == ExitUsage:
+			return code
+		case code != ExitOK && status == ExitOK:
+			status = code
 		}
 	}
 	if o.Plot != "" && comms[0].Rank() == 0 {
@@ -222,6 +213,48 @@ func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) (status 
 		}
 	}
 	return status
+}
+
+// runAlgos prints comm's report for every algorithm of algos (on transport t), each
+// timed on its own or, with --interleave, all of them in turns first.
+func runAlgos(ctx context.Context, comm *goccl.Comm, o *Options, t string, algos []string, several bool, hb *hostBuffers, stdout, stderr io.Writer) (series []Series, status int) {
+	for _, a := range algos { // a bad name is a usage error before anything is timed
+		if a != "" {
+			if err := comm.SetAlgo(a); err != nil {
+				fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
+				return nil, ExitUsage
+			}
+		}
+	}
+	var measured [][]Half
+	if o.Interleave > 0 {
+		var code int
+		if measured, code = measureInterleaved(ctx, comm, o, algos, hb, stderr); code != ExitOK {
+			return nil, code
+		}
+	}
+	for ai, a := range algos {
+		if a != "" {
+			if err := comm.SetAlgo(a); err != nil {
+				fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
+				return series, ExitUsage
+			}
+		}
+		var rp *replay
+		if measured != nil {
+			rp = &replay{pts: measured[ai]}
+		}
+		cb := combo{t, a}
+		res, code := runReport(ctx, comm, o, cb, several, hb, rp, stdout, stderr)
+		switch {
+		case code == ExitFailure || code == ExitTimeout:
+			return series, code
+		case code != ExitOK && status == ExitOK:
+			status = code
+		}
+		series = append(series, Series{Label: cb.label(), Points: res})
+	}
+	return series, status
 }
 
 func exitFor(err error) int {
@@ -238,12 +271,13 @@ func exitFor(err error) int {
 
 // runReport prints one complete nccl-tests report for the communicator as it is
 // configured now, and returns the out-of-place points for the plot.
-func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, several bool, hb *hostBuffers, stdout, stderr io.Writer) ([]Point, int) {
+func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, several bool, hb *hostBuffers, rp *replay, stdout, stderr io.Writer) ([]Point, int) {
 	b, err := newBench(ctx, comm, o, hb)
 	if err != nil {
 		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), err)
 		return nil, exitFor(err)
 	}
+	b.replay = rp
 	defer b.free()
 	devices, err := gatherDevices(ctx, comm, o)
 	if err != nil {
@@ -411,6 +445,13 @@ func (b *bench) notes(cb combo) []string {
 	out := []string{
 		fmt.Sprintf("goccl transport: %s (rank 0 links: %s)  algorithm: %s (%s)", t, linkSummary(c), a, picks),
 		fmt.Sprintf("goccl ranks: %d  binary: %s", c.Size(), filepath.Base(exe)),
+	}
+	if b.replay != nil {
+		per, calls := b.o.Iters/b.o.Interleave, "calls"
+		if per == 1 && b.o.Iters%b.o.Interleave == 0 {
+			calls = "call"
+		}
+		out = append(out, fmt.Sprintf("goccl interleave: every row was timed in %d blocks of about %d %s, this algorithm taking turns with the others of --algo block by block; the row is its median block", b.o.Interleave, per, calls))
 	}
 	if c.Config().AlgoTune == goccl.AlgoTuneOnline && b.o.Coll.Kind == goccl.KindAllReduce {
 		out = append(out, "goccl algo_tune: online: auto times its AllReduce candidates per size class from 64 KiB and runs the one the ranks agree is fastest (the picks above are the model's until then; --predict's algo column shows the agreed choice)")
