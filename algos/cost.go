@@ -119,15 +119,17 @@ var (
 const DefaultStagingBytes = 8 << 20
 
 // RingExchangeMax is the largest input (bytes per rank) that algos/ring's AllReduce of
-// two ranks swaps whole in one exchange; larger ones run the ring's two steps of half
-// the input each. The exchange saves a hop and reduces the whole input on each rank,
-// the ring reduces half: over tcp on loopback the two steps took less time from 256
-// KiB on (2 ranks, unstriped: 81-86 against 95 us at 256 KiB, 172 against 201 at 512
-// KiB, 374 against 435 at 1 MiB) and more up to 128 KiB (50 against 46 us), as in
-// Open MPI, whose ring (180-205 us at 512 KiB) beats its recursive doubling (258-295)
-// there too (BENCHMARKS.md, "Speed", 44). Over shm the ring's chunk (64 KiB) is the
-// smaller bound.
-const RingExchangeMax = 128 << 10
+// two ranks swaps whole in one exchange; larger ones run the ring's two steps of half the
+// input each. The exchange saves a hop and reduces the whole input on each rank, the
+// ring reduces half. Over tcp on loopback, 2 ranks, goccl perf --algo auto, launches
+// of this bound and of 128 KiB alternating (8 rounds, twice; medians, us), the exchange
+// took 0.84x and 0.64x the two steps' time at 256 KiB (89.5 against 107.1, 93.0 against
+// 144.4) and 0.76x and 0.71x at 512 KiB (136.5 against 179.1, 162.9 against 229.0);
+// from 1 MiB the two steps led (interleaved with rd's exchange, they took 0.81-0.85x
+// its time in 4 launches of 5, 1.10x in the fifth) (BENCHMARKS.md, "Speed", 49e). This had been 128 KiB since "Speed",
+// 44, chosen before tcp links polled before they parked (44e). Over shm the ring's
+// chunk (64 KiB) is the smaller bound.
+const RingExchangeMax = 512 << 10
 
 // RingExchange reports whether algos/ring runs an AllReduce of n bytes per rank over w
 // ranks as one exchange: two ranks, one message each way (the eager size and one

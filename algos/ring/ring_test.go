@@ -39,7 +39,7 @@ func TestExchangeBoundary(t *testing.T) {
 	}{
 		{0, 2, chunk, eager, true}, {8, 2, chunk, eager, true},
 		{algos.RingExchangeMax, 2, chunk, eager, true}, {algos.RingExchangeMax + 1, 2, chunk, eager, false},
-		{512 << 10, 2, chunk, eager, false}, {eager, 2, chunk, eager, false},
+		{256 << 10, 2, chunk, eager, true}, {eager, 2, chunk, eager, false},
 		{8, 3, chunk, eager, false}, {8, 4, chunk, eager, false},
 		{16 << 10, 2, chunk, 16 << 10, true}, {16<<10 + 1, 2, chunk, 16 << 10, false}, // the eager size
 		{64 << 10, 2, 64 << 10, eager, true}, {64<<10 + 1, 2, 64 << 10, eager, false}, // one chunk (shm's)
