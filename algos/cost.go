@@ -124,11 +124,11 @@ const DefaultStagingBytes = 8 << 20
 // ring reduces half. Over tcp on loopback, 2 ranks, goccl perf --algo auto, launches
 // of this bound and of 128 KiB alternating (8 rounds, twice; medians, us), the exchange
 // took 0.84x and 0.64x the two steps' time at 256 KiB (89.5 against 107.1, 93.0 against
-// 144.4) and 0.76x and 0.71x at 512 KiB (136.5 against 179.1, 162.9 against 229.0);
-// from 1 MiB the two steps led (interleaved with rd's exchange, they took 0.81-0.85x
-// its time in 4 launches of 5, 1.10x in the fifth) (BENCHMARKS.md, "Speed", 49e). This had been 128 KiB since "Speed",
-// 44, chosen before tcp links polled before they parked (44e). Over shm the ring's
-// chunk (64 KiB) is the smaller bound.
+// 144.4) and 0.76x and 0.71x at 512 KiB (136.5 against 179.1, 162.9 against 229.0).
+// From 1 MiB the two steps led: interleaved with rd's exchange, they took 0.81-0.85x its
+// time in 4 launches of 5, 1.10x in the fifth (BENCHMARKS.md, "Speed", 49e). The bound
+// had been 128 KiB since "Speed", 44, chosen before tcp receives polled before they
+// parked (44e). Over shm the ring's chunk (64 KiB) is the smaller bound.
 const RingExchangeMax = 512 << 10
 
 // RingExchange reports whether algos/ring runs an AllReduce of n bytes per rank over w

@@ -3,11 +3,11 @@
 # size of the 8 B..128 MiB sweep at 2, 3 and 4 ranks (issue 10)? One sweep cannot say:
 # two reports of the same algorithm in one launch differ by 10-40 % on this VM, and the
 # first report of a process runs slow. So every round runs, per rank count, the sweep
-# for auto and every fixed algorithm in one launch, in an order that changes with the
-# round, after a warm-up report that is thrown away; the summary takes medians over
-# rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
+# for auto and every fixed algorithm in one launch, the algorithms taking turns within
+# each size (below), in an order that changes with the round; the summary takes medians
+# over rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
 #
-#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; 4-6 min per round
+#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; ~3.5 min per round (tcp ~6)
 #
 # With TUNE=1 it first calibrates per rank count (`goccl tune --np N --transport shm`, to
 # OUTDIR/tune-N.json, unless TUNE_DIR names a folder that has them) and runs every sweep
@@ -98,9 +98,9 @@ INTERLEAVE=${INTERLEAVE:-1}
 # Interleaved, a sweep's last number is --interleave's blocks. From 2 MiB one call's time
 # spreads widely (at 3 ranks and 8 MiB, 2.4-8.0 ms, 24 % CV), and a median of 16 calls
 # moved by 10-30 % between two names of one algorithm (auto and staged): the large sizes
-# take 60-120 calls, in blocks of 2-6. Below 1 MiB, blocks of 10-20 calls: with blocks of
-# 100 (10 per size) auto's median and that of the algorithm it ran differed by up to
-# 1.17x at 8-64 B in auto62.
+# take 60-120 calls, in blocks of 2-6. Up to 1 MiB, blocks of 10-20 calls: with 10 blocks
+# of 100 auto's median and that of the algorithm it ran differed by up to 1.17x at 8-64 B
+# in auto62.
 ((INTERLEAVE)) && SWEEPS=("8 64K 1000 100 50" "128K 1M 400 20 40" "2M 4M 120 4 20" "8M 16M 60 2 20" "32M 128M 20 1 10")
 SPAN=128M
 FIRST=${FIRST_ROUND:-1}
