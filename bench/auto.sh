@@ -7,7 +7,7 @@
 # each size (below), in an order that changes with the round; the summary takes medians
 # over rounds (several runs' TSVs can be pooled: bench/auto.py A/auto.tsv B/auto.tsv).
 #
-#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; ~3.5 min per round (tcp ~6)
+#     bash bench/auto.sh [OUTDIR] [ROUNDS] [RANKS...]   # from a clean clone; ~3 min per round (tcp ~5.5)
 #
 # With TUNE=1 it first calibrates per rank count (`goccl tune --np N --transport shm`, to
 # OUTDIR/tune-N.json, unless TUNE_DIR names a folder that has them) and runs every sweep

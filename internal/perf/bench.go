@@ -246,7 +246,7 @@ func (b *bench) warmAll(ctx context.Context, dt transport.DType, op transport.Op
 		return nil
 	case b.inter != nil:
 		for _, a := range b.inter.algos {
-			if err := b.setAlgo(a); err != nil {
+			if err := setAlgo(b.comm, a); err != nil {
 				return err
 			}
 			if err := b.warmup(ctx, dt, op, root); err != nil {

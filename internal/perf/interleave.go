@@ -77,7 +77,7 @@ func (b *bench) interleaved(ctx context.Context, k Counts, dt transport.DType, o
 			slices.Reverse(order)
 		}
 		for _, i := range order {
-			if err := b.setAlgo(in.algos[i]); err != nil {
+			if err := setAlgo(b.comm, in.algos[i]); err != nil {
 				return err
 			}
 			checks := 0
@@ -122,17 +122,6 @@ func medianBlock(hs []Half) Half {
 	return m
 }
 
-// setAlgo switches the communicator to algorithm a ("" keeps the configured one).
-func (b *bench) setAlgo(a string) error {
-	if a == "" {
-		return nil
-	}
-	if err := b.comm.SetAlgo(a); err != nil {
-		return fmt.Errorf("--algo %s: %w", a, err)
-	}
-	return nil
-}
-
 // measureInterleaved is --interleave's measuring pass over every algorithm: the points
 // of each, in timeTest's order, for its report to replay.
 func measureInterleaved(ctx context.Context, comm *goccl.Comm, o *Options, algos []string, hb *hostBuffers, stderr io.Writer) ([][]Half, int) {
@@ -144,15 +133,8 @@ func measureInterleaved(ctx context.Context, comm *goccl.Comm, o *Options, algos
 	defer b.free()
 	b.inter = &interleaver{algos: algos, got: make([][]Half, len(algos))}
 	if err := b.runAll(ctx); err != nil {
-		code := exitFor(err)
-		if code == ExitUsage {
-			code = ExitFailure
-		}
-		if errors.Is(err, errTestTimeout) {
-			code = ExitTimeout
-		}
 		fmt.Fprintf(stderr, "perf: rank %d: --interleave %d: %v\n", comm.Rank(), o.Interleave, err)
-		return nil, code
+		return nil, runExit(err)
 	}
 	return b.inter.got, ExitOK
 }

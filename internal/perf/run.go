@@ -219,11 +219,9 @@ func runRank(ctx context.Context, o *Options, stdout, stderr io.Writer) (status 
 // timed on its own or, with --interleave, all of them in turns first.
 func runAlgos(ctx context.Context, comm *goccl.Comm, o *Options, t string, algos []string, several bool, hb *hostBuffers, stdout, stderr io.Writer) (series []Series, status int) {
 	for _, a := range algos { // a bad name is a usage error before anything is timed
-		if a != "" {
-			if err := comm.SetAlgo(a); err != nil {
-				fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
-				return nil, ExitUsage
-			}
+		if err := setAlgo(comm, a); err != nil {
+			fmt.Fprintf(stderr, "perf: %v\n", err)
+			return nil, ExitUsage
 		}
 	}
 	var measured [][]Half
@@ -234,11 +232,9 @@ func runAlgos(ctx context.Context, comm *goccl.Comm, o *Options, t string, algos
 		}
 	}
 	for ai, a := range algos {
-		if a != "" {
-			if err := comm.SetAlgo(a); err != nil {
-				fmt.Fprintf(stderr, "perf: --algo %s: %v\n", a, err)
-				return series, ExitUsage
-			}
+		if err := setAlgo(comm, a); err != nil {
+			fmt.Fprintf(stderr, "perf: %v\n", err)
+			return series, ExitUsage
 		}
 		var rp *replay
 		if measured != nil {
@@ -255,6 +251,29 @@ func runAlgos(ctx context.Context, comm *goccl.Comm, o *Options, t string, algos
 		series = append(series, Series{Label: cb.label(), Points: res})
 	}
 	return series, status
+}
+
+// setAlgo switches comm to algorithm a ("" keeps the configured one).
+func setAlgo(comm *goccl.Comm, a string) error {
+	if a == "" {
+		return nil
+	}
+	if err := comm.SetAlgo(a); err != nil {
+		return fmt.Errorf("--algo %s: %w", a, err)
+	}
+	return nil
+}
+
+// runExit is the exit status for an error of a test run (runAll): a test past -T is a
+// timeout, bad input found that late a failure, the rest as exitFor.
+func runExit(err error) int {
+	if errors.Is(err, errTestTimeout) {
+		return ExitTimeout
+	}
+	if code := exitFor(err); code != ExitUsage {
+		return code
+	}
+	return ExitFailure
 }
 
 func exitFor(err error) int {
@@ -323,14 +342,10 @@ func runReport(ctx context.Context, comm *goccl.Comm, o *Options, cb combo, seve
 	msg := ""
 	if runErr != nil {
 		msg = runErr.Error()
-		code = exitFor(runErr)
-		if code == ExitUsage {
-			code = ExitFailure
-		}
+		code = runExit(runErr)
 		if errors.Is(runErr, errTestTimeout) {
 			host, _ := os.Hostname()
 			fmt.Fprintf(stdout, "%s: Test timeout (%ds) %s\n", shortHost(host), int(o.Timeout/time.Second), o.Coll.Program())
-			code = ExitTimeout
 		}
 		fmt.Fprintf(stderr, "perf: rank %d: %v\n", comm.Rank(), runErr)
 	}
